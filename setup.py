@@ -1,0 +1,27 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="xlm-fairseq",
+    version="0.1.0",
+    description="XLM cross-lingual LM pretraining and (unsupervised) MT as a fairseq plugin",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="MIT",
+    python_requires=">=3.8",
+    packages=find_packages(include=["xlm_fairseq", "xlm_fairseq.*", "preprocess", "preprocess.*"]),
+    install_requires=[
+        # fairseq 0.12.2 does not import on Python 3.11; fairseq-fixed is fairseq main with 3.11 fixes
+        "fairseq-fixed==0.12.3.1; python_version >= '3.11'",
+        "fairseq==0.12.2; python_version < '3.11'",
+        # bounded: an open range would let pip fetch a multi-GB CUDA build (scripts/setup.sh pins 2.13.0 CPU)
+        "torch>=1.13,<2.15",
+        "sentencepiece",
+        "sacremoses",
+        "sacrebleu>=2.0",
+        "numpy",
+    ],
+    extras_require={
+        "test": ["pytest", "transformers>=4.30", "tensorboardX"],
+    },
+    entry_points={"console_scripts": ["xlm-fairseq-convert=xlm_fairseq.convert:main"]},
+)

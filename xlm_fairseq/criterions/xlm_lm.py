@@ -1,0 +1,61 @@
+"""Loss of the LM objectives (MLM / TLM / CLM) with metrics per objective and language."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from fairseq import metrics, utils
+from fairseq.criterions import FairseqCriterion, register_criterion
+
+
+def log_objective_metrics(logging_outputs, round_to=3):
+    """Per objective key (e.g. ``mlm_en``, ``tlm_en-de``): ``{key}_loss`` (base 2), ``{key}_ppl``,
+    ``{key}_acc``; over all objectives: ``loss`` and ``ppl``. Logging outputs carry
+    ``{key}:loss`` (nat, summed), ``{key}:ntokens`` and ``{key}:correct``."""
+    keys = sorted({k.split(":")[0] for log in logging_outputs for k in log if k.endswith(":ntokens")})
+    total_loss, total_n = 0.0, 0
+    for key in keys:
+        loss = sum(float(log.get(f"{key}:loss", 0)) for log in logging_outputs)
+        n = sum(int(log.get(f"{key}:ntokens", 0)) for log in logging_outputs)
+        correct = sum(int(log.get(f"{key}:correct", 0)) for log in logging_outputs)
+        if n == 0:
+            continue
+        total_loss, total_n = total_loss + loss, total_n + n
+        metrics.log_scalar(f"{key}_loss", loss / n / math.log(2), n, round=round_to)
+        metrics.log_derived(f"{key}_ppl", lambda m, k=key: utils.get_perplexity(m[f"{k}_loss"].avg))
+        metrics.log_scalar(f"{key}_acc", 100.0 * correct / n, n, round=2)
+    if total_n:
+        metrics.log_scalar("loss", total_loss / total_n / math.log(2), total_n, round=round_to)
+        metrics.log_derived("ppl", lambda m: utils.get_perplexity(m["loss"].avg))
+
+
+@register_criterion("xlm_lm")
+class XLMLMCriterion(FairseqCriterion):
+    """Cross-entropy over the predicted positions of one objective's batch.
+
+    Returns the *mean* token loss with sample size 1, so each objective of an update weighs the
+    same whatever its batch holds (XLM takes one optimiser step per objective)."""
+
+    def forward(self, model, sample, key="lm", reduce=True):
+        logits, _ = model(**sample["net_input"])
+        target = sample["target"]
+        loss_sum = F.cross_entropy(logits.float(), target, reduction="sum")
+        n = target.numel()
+        log = {
+            f"{key}:loss": loss_sum.detach().item(),
+            f"{key}:ntokens": n,
+            f"{key}:correct": int((logits.argmax(-1) == target).sum()),
+            "ntokens": n,
+            "nsentences": sample["nsentences"],
+            "sample_size": 1,
+        }
+        return loss_sum / max(n, 1), 1, log
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        log_objective_metrics(logging_outputs)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

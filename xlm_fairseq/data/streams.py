@@ -1,0 +1,142 @@
+"""Objective datasets: XLM's LM batches (MLM / CLM over streams or TLM pairs) and the zip of all
+objectives that one fairseq update draws from."""
+
+from collections import OrderedDict
+
+import numpy as np
+import torch
+
+from fairseq.data import FairseqDataset, RoundRobinZipDatasets, TokenBlockDataset, data_utils
+
+from .masking import MaskedLMConfig, mask_tokens
+
+
+def stream_dataset(dataset, tokens_per_sample: int, pad: int, eos: int) -> TokenBlockDataset:
+    """XLM's ``StreamDataset``: sentences (each ending in ``</s>``) concatenated into one stream and
+    cut into blocks of ``tokens_per_sample`` (XLM's ``--bptt``)."""
+    return TokenBlockDataset(dataset, dataset.sizes, tokens_per_sample, pad=pad, eos=eos, break_mode="none")
+
+
+def collate_right(values, pad):
+    return data_utils.collate_tokens(values, pad, left_pad=False)
+
+
+class LMObjectiveDataset(FairseqDataset):
+    """Turns token sequences into MLM or CLM batches.
+
+    Items of ``dataset`` are either token tensors (a monolingual stream: ``lang_id`` for all tokens,
+    positions 0..T-1) or dicts with ``tokens``, ``langs``, ``positions`` (TLM pairs).
+    Masking is drawn per batch, as XLM does, from a generator seeded by (seed, epoch, first id) so a
+    batch is the same after a resume.
+    """
+
+    def __init__(self, dataset, objective: str, pad: int, lang_id=None, mask_cfg: MaskedLMConfig = None, seed=1):
+        assert objective in ("mlm", "clm")
+        assert objective == "clm" or mask_cfg is not None
+        self.dataset = dataset
+        self.objective = objective
+        self.pad = pad
+        self.lang_id = lang_id
+        self.mask_cfg = mask_cfg
+        self.seed = seed
+        self.epoch = 1
+
+    @property
+    def sizes(self):
+        return self.dataset.sizes
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        item = self.dataset[index]
+        if torch.is_tensor(item):
+            item = {"tokens": item, "langs": None, "positions": None}
+        return dict(item, id=index)
+
+    def num_tokens(self, index):
+        return self.dataset.sizes[index]
+
+    def size(self, index):
+        return self.dataset.sizes[index]
+
+    def ordered_indices(self):
+        return np.random.permutation(len(self))
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+        if hasattr(self.dataset, "set_epoch"):
+            self.dataset.set_epoch(epoch)
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        return False
+
+    def collater(self, samples):
+        if not samples:
+            return {}
+        tokens = collate_right([s["tokens"] for s in samples], self.pad)
+        if samples[0]["langs"] is None:
+            langs = torch.full_like(tokens, self.lang_id)
+        else:
+            langs = collate_right([s["langs"] for s in samples], 0)
+        if samples[0]["positions"] is None:
+            positions = None
+        else:
+            positions = collate_right([s["positions"] for s in samples], 0)
+
+        if self.objective == "mlm":
+            gen = torch.Generator().manual_seed(hash((self.seed, self.epoch, samples[0]["id"])) % (2 ** 31))
+            inputs, pred_mask, targets = mask_tokens(tokens, self.mask_cfg, gen)
+        else:  # CLM: every position whose next token is real predicts it
+            nxt = tokens.roll(-1, dims=1)
+            pred_mask = nxt.ne(self.pad)
+            pred_mask[:, -1] = False
+            inputs, targets = tokens, nxt[pred_mask]
+        return {
+            "id": torch.LongTensor([s["id"] for s in samples]),
+            "nsentences": len(samples),
+            "ntokens": int(pred_mask.sum()),
+            "net_input": {
+                "src_tokens": inputs,
+                "src_langs": langs,
+                "positions": positions,
+                "causal": self.objective == "clm",
+                "pred_mask": pred_mask,
+            },
+            "target": targets,
+        }
+
+
+class ObjectiveZipDataset(RoundRobinZipDatasets):
+    """One item of every objective per index (smaller datasets cycle), filtered per objective."""
+
+    def filter_indices_by_size(self, indices, max_positions=None):
+        if max_positions is None:
+            return indices, []
+        for key, dataset in self.datasets.items():
+            limit = max_positions[key] if isinstance(max_positions, dict) else max_positions
+            if isinstance(limit, tuple):
+                limit = limit[0]
+            order = self._ordered_indices[key]
+            keep = dataset.sizes[order] <= limit
+            if not keep.all():
+                import logging
+
+                logging.getLogger(__name__).warning(f"{key}: {int((~keep).sum())} samples longer than {limit} skipped")
+            self._ordered_indices[key] = order[keep]
+        return np.arange(len(self)), []
+
+    def ordered_indices(self):
+        self._ordered_indices = None  # the parent caches the first order forever
+        return super().ordered_indices()
+
+    def set_epoch(self, epoch):
+        super().set_epoch(epoch)
+        for dataset in self.datasets.values():
+            if hasattr(dataset, "set_epoch"):
+                dataset.set_epoch(epoch)
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        return False

@@ -1,0 +1,22 @@
+"""Errors a user can cause (bad option, missing or mismatched file).
+
+The plugin's excepthook prints them as one line (``error: ...``) instead of a traceback; the process
+still exits non-zero. Other exceptions keep their full traceback."""
+
+import sys
+
+
+class XLMUserError(ValueError):
+    """A configuration or input error; the message names the option or file."""
+
+
+def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
+    if isinstance(exc, XLMUserError):
+        print(f"error: {exc}", file=sys.stderr)
+        return
+    _previous(exc_type, exc, tb)
+
+
+def install_excepthook():
+    if getattr(sys.excepthook, "__name__", "") != "_excepthook":
+        sys.excepthook = _excepthook

@@ -1,0 +1,1 @@
+from .xlm import XLMModel  # noqa: F401

@@ -1,0 +1,492 @@
+"""The XLM transformer (Lample & Conneau, 2019), in one file.
+
+Names follow XLM's ``src/model/transformer.py`` (and Hugging Face's ``modeling_xlm.py``) so that the
+two can be read side by side and checkpoints convert by renaming only:
+``position_embeddings``, ``lang_embeddings``, ``embeddings``, ``layer_norm_emb``,
+``attentions.N.{q,k,v,out}_lin``, ``layer_norm1.N``, ``encoder_attn.N``, ``layer_norm15.N``,
+``ffns.N.lin{1,2}``, ``layer_norm2.N``, ``pred_layer.proj``.
+
+Layout differences from XLM: tensors are batch-first (B x T x C) and padding is on the right, as in
+Hugging Face. Sentences are ``</s> w1 .. wn </s>`` (XLM uses ``</s>`` as the start symbol too).
+
+One registered model (``xlm_transformer``) serves both uses: under ``cross_lingual_lm`` it is an
+encoder-only LM (MLM / TLM / CLM); under ``translation_lm`` the task asks for a decoder, built from the
+same layer classes, with encoder-decoder attention.
+"""
+
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from fairseq.dataclass import FairseqDataclass
+from fairseq.models import (
+    FairseqEncoder,
+    FairseqEncoderDecoderModel,
+    FairseqIncrementalDecoder,
+    register_model,
+    register_model_architecture,
+)
+
+LAYER_NORM_EPS = 1e-12  # XLM's value; torch's default 1e-5 would change outputs of converted models
+
+
+# --------------------------------------------------------------------------------------------
+# building blocks
+# --------------------------------------------------------------------------------------------
+
+
+def sinusoidal_embeddings(n_pos: int, dim: int) -> Tensor:
+    """Fixed sin/cos position table of Vaswani et al., as XLM's ``--sinusoidal_embeddings``."""
+    pos = torch.arange(n_pos, dtype=torch.float64)[:, None]
+    rate = torch.pow(10000.0, 2 * (torch.arange(dim) // 2).double() / dim)[None, :]
+    angles = pos / rate
+    table = torch.zeros(n_pos, dim, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angles[:, 0::2])
+    table[:, 1::2] = torch.cos(angles[:, 1::2])
+    return table.float()
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention with XLM's parameter names.
+
+    ``cache`` (a dict, incremental decoding only) keeps this layer's keys/values under ``cache_key``:
+    self-attention appends the new step, encoder-decoder attention computes the source once.
+    """
+
+    def __init__(self, n_heads: int, dim: int, dropout: float):
+        super().__init__()
+        assert dim % n_heads == 0, "dim must be a multiple of n_heads"
+        self.n_heads = n_heads
+        self.head_dim = dim // n_heads
+        self.dropout = dropout
+        self.q_lin = nn.Linear(dim, dim)
+        self.k_lin = nn.Linear(dim, dim)
+        self.v_lin = nn.Linear(dim, dim)
+        self.out_lin = nn.Linear(dim, dim)
+
+    def _heads(self, x: Tensor) -> Tensor:  # B x T x C -> B x H x T x D
+        return x.view(x.size(0), -1, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Optional[Tensor] = None,
+        kv: Optional[Tensor] = None,
+        causal: bool = False,
+        cache: Optional[Dict[str, Optional[Tensor]]] = None,
+        cache_key: str = "",
+    ) -> Tensor:
+        bs, qlen, dim = x.size()
+        q = self._heads(self.q_lin(x)) / math.sqrt(self.head_dim)
+        if kv is None:  # self-attention
+            k, v = self._heads(self.k_lin(x)), self._heads(self.v_lin(x))
+            if cache is not None:
+                if cache.get(cache_key + "k") is not None:
+                    k = torch.cat([cache[cache_key + "k"], k], dim=2)
+                    v = torch.cat([cache[cache_key + "v"], v], dim=2)
+                cache[cache_key + "k"], cache[cache_key + "v"] = k, v
+        elif cache is not None and cache.get(cache_key + "k") is not None:  # source already projected
+            k, v = cache[cache_key + "k"], cache[cache_key + "v"]
+        else:
+            k, v = self._heads(self.k_lin(kv)), self._heads(self.v_lin(kv))
+            if cache is not None:
+                cache[cache_key + "k"], cache[cache_key + "v"] = k, v
+
+        scores = torch.matmul(q, k.transpose(2, 3))  # B x H x qlen x klen
+        klen = k.size(2)
+        blocked = None
+        if key_padding_mask is not None:
+            blocked = key_padding_mask[:, None, None, :]
+        if causal and qlen > 1:
+            # query i (at absolute step klen-qlen+i) sees keys 0..klen-qlen+i
+            future = torch.ones(qlen, klen, dtype=torch.bool, device=x.device).triu(klen - qlen + 1)
+            blocked = future[None, None] if blocked is None else blocked | future[None, None]
+        if blocked is not None:
+            scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)
+        weights = F.softmax(scores.float(), dim=-1).type_as(scores)
+        weights = F.dropout(weights, p=self.dropout, training=self.training)
+        context = torch.matmul(weights, v).transpose(1, 2).contiguous().view(bs, qlen, dim)
+        return self.out_lin(context)
+
+
+class TransformerFFN(nn.Module):
+    """lin1 -> exact GELU -> lin2 -> dropout (XLM applies no dropout inside the FFN)."""
+
+    def __init__(self, dim: int, hidden_dim: int, dropout: float):
+        super().__init__()
+        self.lin1 = nn.Linear(dim, hidden_dim)
+        self.lin2 = nn.Linear(hidden_dim, dim)
+        self.dropout = dropout
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(self.lin2(F.gelu(self.lin1(x))), p=self.dropout, training=self.training)
+
+
+class PredLayer(nn.Module):
+    """Output projection; its weight is the input embedding matrix, its bias its own."""
+
+    def __init__(self, embeddings: nn.Embedding):
+        super().__init__()
+        n_words, dim = embeddings.weight.shape
+        self.proj = nn.Linear(dim, n_words, bias=True)
+        self.proj.weight = embeddings.weight
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.proj(x)
+
+
+class XLMTransformer(nn.Module):
+    """XLM's TransformerModel: one stack, encoder (``is_decoder=False``) or decoder."""
+
+    def __init__(
+        self,
+        n_words: int,
+        pad_index: int,
+        n_langs: int,
+        dim: int,
+        n_layers: int,
+        n_heads: int,
+        ffn_dim: int,
+        dropout: float,
+        attention_dropout: float,
+        max_positions: int = 512,
+        sinusoidal_positions: bool = False,
+        use_lang_emb: bool = True,
+        is_decoder: bool = False,
+        with_output: bool = True,
+    ):
+        super().__init__()
+        self.pad_index = pad_index
+        self.n_langs = n_langs
+        self.dim = dim
+        self.n_layers = n_layers
+        self.dropout = dropout
+        self.is_decoder = is_decoder
+        self.max_positions = max_positions
+
+        self.position_embeddings = nn.Embedding(max_positions, dim)
+        nn.init.normal_(self.position_embeddings.weight, mean=0, std=dim ** -0.5)
+        if sinusoidal_positions:
+            self.position_embeddings.weight.data.copy_(sinusoidal_embeddings(max_positions, dim))
+            self.position_embeddings.weight.requires_grad = False
+        # XLM: a language embedding only when there is more than one language and it is switched on
+        self.use_lang_emb = use_lang_emb and n_langs > 1
+        if self.use_lang_emb:
+            self.lang_embeddings = nn.Embedding(n_langs, dim)
+            nn.init.normal_(self.lang_embeddings.weight, mean=0, std=dim ** -0.5)
+        self.embeddings = nn.Embedding(n_words, dim, padding_idx=pad_index)
+        nn.init.normal_(self.embeddings.weight, mean=0, std=dim ** -0.5)
+        nn.init.constant_(self.embeddings.weight[pad_index], 0)
+        self.layer_norm_emb = nn.LayerNorm(dim, eps=LAYER_NORM_EPS)
+
+        self.attentions = nn.ModuleList()
+        self.layer_norm1 = nn.ModuleList()
+        self.ffns = nn.ModuleList()
+        self.layer_norm2 = nn.ModuleList()
+        if is_decoder:
+            self.encoder_attn = nn.ModuleList()
+            self.layer_norm15 = nn.ModuleList()
+        for _ in range(n_layers):
+            self.attentions.append(MultiHeadAttention(n_heads, dim, attention_dropout))
+            self.layer_norm1.append(nn.LayerNorm(dim, eps=LAYER_NORM_EPS))
+            if is_decoder:
+                self.encoder_attn.append(MultiHeadAttention(n_heads, dim, attention_dropout))
+                self.layer_norm15.append(nn.LayerNorm(dim, eps=LAYER_NORM_EPS))
+            self.ffns.append(TransformerFFN(dim, ffn_dim, dropout))
+            self.layer_norm2.append(nn.LayerNorm(dim, eps=LAYER_NORM_EPS))
+        self.pred_layer = PredLayer(self.embeddings) if with_output else None
+
+    def forward(
+        self,
+        tokens: Tensor,
+        langs: Optional[Tensor] = None,
+        positions: Optional[Tensor] = None,
+        causal: bool = False,
+        src_enc: Optional[Tensor] = None,
+        src_padding_mask: Optional[Tensor] = None,
+        cache: Optional[Dict[str, Optional[Tensor]]] = None,
+    ) -> Tensor:
+        """tokens, langs, positions: B x T (langs may also be B: one language per sentence).
+        Returns the last layer's hidden states, B x T x C (zero at padding)."""
+        bs, slen = tokens.size()
+        padding_mask = tokens.eq(self.pad_index)
+        if positions is None:
+            positions = torch.arange(slen, device=tokens.device)[None, :].expand(bs, slen)
+        if positions.max() >= self.max_positions:
+            raise ValueError(
+                f"sequence of {int(positions.max()) + 1} positions exceeds --max-positions {self.max_positions}"
+            )
+        x = self.embeddings(tokens) + self.position_embeddings(positions)
+        if langs is not None and self.use_lang_emb:
+            if langs.dim() == 1:
+                langs = langs[:, None].expand(bs, slen)
+            x = x + self.lang_embeddings(langs)
+        x = self.layer_norm_emb(x)
+        x = F.dropout(x, p=self.dropout, training=self.training)
+        keep = (~padding_mask).unsqueeze(-1).type_as(x)
+        x = x * keep
+        # in incremental decoding the cache holds earlier steps, which are never padding
+        key_padding_mask = padding_mask if (cache is None and padding_mask.any()) else None
+
+        for i in range(self.n_layers):
+            attn = self.attentions[i](x, key_padding_mask, causal=causal, cache=cache, cache_key=f"self{i}")
+            x = self.layer_norm1[i](x + F.dropout(attn, p=self.dropout, training=self.training))
+            if self.is_decoder and src_enc is not None:
+                attn = self.encoder_attn[i](x, src_padding_mask, kv=src_enc, cache=cache, cache_key=f"src{i}")
+                x = self.layer_norm15[i](x + F.dropout(attn, p=self.dropout, training=self.training))
+            x = self.layer_norm2[i](x + self.ffns[i](x))
+            x = x * keep
+        return x
+
+
+# --------------------------------------------------------------------------------------------
+# fairseq model
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class XLMConfig(FairseqDataclass):
+    encoder_embed_dim: int = field(default=1024, metadata={"help": "model dimension (XLM --emb_dim)"})
+    encoder_layers: int = field(default=6, metadata={"help": "encoder layers (XLM --n_layers)"})
+    encoder_attention_heads: int = field(default=8, metadata={"help": "attention heads (XLM --n_heads)"})
+    encoder_ffn_embed_dim: int = field(default=4096, metadata={"help": "FFN hidden size (XLM: 4 x dim)"})
+    decoder_embed_dim: int = field(
+        default=1024, metadata={"help": "decoder dimension; must equal the encoder's (shared pretrained LM)"}
+    )
+    decoder_layers: int = field(default=6, metadata={"help": "decoder layers (XLM --n_dec_layers)"})
+    decoder_attention_heads: int = field(default=8, metadata={"help": "decoder attention heads"})
+    decoder_ffn_embed_dim: int = field(default=4096, metadata={"help": "decoder FFN hidden size"})
+    dropout: float = field(default=0.1, metadata={"help": "dropout (XLM --dropout)"})
+    attention_dropout: float = field(default=0.1, metadata={"help": "attention dropout (XLM --attention_dropout)"})
+    max_positions: int = field(default=512, metadata={"help": "learned positions (XLM N_MAX_POSITIONS)"})
+    sinusoidal_embeddings: bool = field(default=False, metadata={"help": "fixed sinusoidal positions"})
+    no_lang_emb: bool = field(
+        default=False, metadata={"help": "no language embeddings (XLM --use_lang_emb false)"}
+    )
+    share_all_embeddings: bool = field(
+        default=False,
+        metadata={"help": "encoder and decoder share one embedding matrix (XLM default: separate)"},
+    )
+
+
+def _expand_langs(langs: Optional[Tensor], tokens: Tensor) -> Optional[Tensor]:
+    if langs is None or langs.dim() == 2:
+        return langs
+    return langs[:, None].expand_as(tokens)
+
+
+class XLMEncoder(FairseqEncoder):
+    """Wraps an encoder-side :class:`XLMTransformer` in fairseq's encoder interface.
+
+    ``tgt_langs`` only passes through: fairseq's generator calls the decoder with the encoder output
+    alone, and XLM's decoder needs the target language at every position.
+    """
+
+    def __init__(self, dictionary, transformer: XLMTransformer):
+        super().__init__(dictionary)
+        self.transformer = transformer
+
+    def forward(self, src_tokens, src_lengths=None, src_langs=None, tgt_langs=None, **kwargs):
+        x = self.transformer(src_tokens, langs=_expand_langs(src_langs, src_tokens))
+        return {
+            "encoder_out": [x],  # B x T x C
+            "encoder_padding_mask": [src_tokens.eq(self.transformer.pad_index)],
+            "tgt_langs": [] if tgt_langs is None else [tgt_langs],
+        }
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
+        return {k: [t.index_select(0, new_order) for t in v] for k, v in encoder_out.items()}
+
+    def max_positions(self):
+        return self.transformer.max_positions
+
+
+class XLMDecoder(FairseqIncrementalDecoder):
+    def __init__(self, dictionary, transformer: XLMTransformer):
+        super().__init__(dictionary)
+        self.transformer = transformer
+
+    def forward(
+        self,
+        prev_output_tokens,
+        encoder_out=None,
+        incremental_state=None,
+        features_only: bool = False,
+        tgt_langs=None,
+        **kwargs,
+    ):
+        if tgt_langs is None:
+            if not encoder_out or not encoder_out["tgt_langs"]:
+                raise ValueError("the XLM decoder needs the target language (tgt_langs)")
+            tgt_langs = encoder_out["tgt_langs"][0]
+        tokens, positions, cache = prev_output_tokens, None, None
+        if incremental_state is not None:
+            cache = self.get_incremental_state(incremental_state, "cache") or {}
+            step = prev_output_tokens.size(1) - 1
+            tokens = prev_output_tokens[:, -1:]
+            positions = torch.full_like(tokens, step)
+        x = self.transformer(
+            tokens,
+            langs=_expand_langs(tgt_langs, tokens),
+            positions=positions,
+            causal=True,
+            src_enc=encoder_out["encoder_out"][0],
+            src_padding_mask=encoder_out["encoder_padding_mask"][0],
+            cache=cache,
+        )
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, "cache", cache)
+        if not features_only:
+            x = self.transformer.pred_layer(x)
+        return x, {"attn": [None], "inner_states": None}
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        cache = self.get_incremental_state(incremental_state, "cache")
+        if cache:
+            cache = {k: (v.index_select(0, new_order) if v is not None else None) for k, v in cache.items()}
+            self.set_incremental_state(incremental_state, "cache", cache)
+
+    def max_positions(self):
+        return self.transformer.max_positions
+
+
+@register_model("xlm_transformer", dataclass=XLMConfig)
+class XLMModel(FairseqEncoderDecoderModel):
+    """XLM as a fairseq model: encoder-only LM, or encoder-decoder for translation.
+
+    ``forward`` without ``prev_output_tokens`` is the LM (MLM/TLM/CLM); with it, translation.
+    ``XLMModel.from_pretrained(dir)`` returns a :class:`xlm_fairseq.hub.XLMHubInterface`.
+    """
+
+    def __init__(self, cfg, encoder: XLMEncoder, decoder: Optional[XLMDecoder] = None):
+        if decoder is not None:
+            super().__init__(encoder, decoder)
+        else:  # FairseqEncoderDecoderModel insists on a decoder; the LM has none
+            nn.Module.__init__(self)
+            self._is_generation_fast = False
+            self.encoder, self.decoder = encoder, None
+        self.cfg = cfg
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        dictionary = task.source_dictionary
+        n_langs = len(task.langs)
+
+        def stack(prefix, is_decoder, with_output):
+            return XLMTransformer(
+                n_words=len(dictionary),
+                pad_index=dictionary.pad(),
+                n_langs=n_langs,
+                dim=getattr(cfg, f"{prefix}_embed_dim"),
+                n_layers=getattr(cfg, f"{prefix}_layers"),
+                n_heads=getattr(cfg, f"{prefix}_attention_heads"),
+                ffn_dim=getattr(cfg, f"{prefix}_ffn_embed_dim"),
+                dropout=cfg.dropout,
+                attention_dropout=cfg.attention_dropout,
+                max_positions=cfg.max_positions,
+                sinusoidal_positions=cfg.sinusoidal_embeddings,
+                use_lang_emb=not cfg.no_lang_emb,
+                is_decoder=is_decoder,
+                with_output=with_output,
+            )
+
+        if not getattr(task, "builds_decoder", False):
+            return cls(cfg, XLMEncoder(dictionary, stack("encoder", False, True)))
+        if cfg.decoder_embed_dim != cfg.encoder_embed_dim:
+            raise ValueError("--decoder-embed-dim must equal --encoder-embed-dim (one pretrained LM)")
+        # the encoder of a translation model never predicts words: no output layer, no unused bias
+        encoder = XLMEncoder(dictionary, stack("encoder", False, False))
+        decoder = XLMDecoder(dictionary, stack("decoder", True, True))
+        if cfg.share_all_embeddings:
+            decoder.transformer.embeddings.weight = encoder.transformer.embeddings.weight
+            decoder.transformer.pred_layer.proj.weight = encoder.transformer.embeddings.weight
+        return cls(cfg, encoder, decoder)
+
+    @property
+    def lm(self) -> XLMTransformer:
+        return self.encoder.transformer
+
+    def forward(
+        self,
+        src_tokens,
+        src_lengths=None,
+        prev_output_tokens=None,
+        src_langs=None,
+        tgt_langs=None,
+        positions=None,
+        causal: bool = False,
+        pred_mask=None,
+        features_only: bool = False,
+        **kwargs,
+    ):
+        if prev_output_tokens is None:  # language model: MLM / TLM / CLM
+            x = self.lm(src_tokens, langs=_expand_langs(src_langs, src_tokens), positions=positions, causal=causal)
+            if pred_mask is not None:  # only the predicted positions go through the (large) output layer
+                x = x[pred_mask]
+            return (x if features_only else self.lm.pred_layer(x)), {}
+        encoder_out = self.encoder(src_tokens, src_lengths, src_langs=src_langs, tgt_langs=tgt_langs)
+        return self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only)
+
+    def max_positions(self):
+        if self.decoder is None:
+            return self.encoder.max_positions()
+        return (self.encoder.max_positions(), self.decoder.max_positions())
+
+    def max_decoder_positions(self):
+        return self.decoder.max_positions()
+
+    def load_pretrained_lm(self, lm_state: Dict[str, Tensor]) -> List[str]:
+        """XLM's ``--reload_model enc,dec``: both stacks from one LM; encoder-decoder attention (and its
+        LayerNorm) stay random. Returns the parameter names left as initialised."""
+        lm_state = {k[len("encoder.transformer.") :]: v for k, v in lm_state.items() if k.startswith("encoder.transformer.")}
+        fresh = []
+        for side, module in (("encoder", self.encoder.transformer), ("decoder", self.decoder.transformer)):
+            own = module.state_dict()
+            for name in own:
+                if name in lm_state:
+                    if own[name].shape != lm_state[name].shape:
+                        raise ValueError(
+                            f"pretrained parameter {name} has shape {tuple(lm_state[name].shape)}, "
+                            f"the {side} expects {tuple(own[name].shape)}"
+                        )
+                    own[name] = lm_state[name]
+                elif name.startswith(("encoder_attn.", "layer_norm15.")):
+                    fresh.append(f"{side}.{name}")
+                else:
+                    raise ValueError(f"pretrained checkpoint lacks {name} needed by the {side}")
+            module.load_state_dict(own)
+        return fresh
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        from xlm_fairseq.hub import XLMHubInterface
+
+        return XLMHubInterface.from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+
+
+def _set_dims(args, dim, layers, heads, prefixes=("encoder", "decoder")):
+    for p in prefixes:
+        setattr(args, f"{p}_embed_dim", getattr(args, f"{p}_embed_dim", dim))
+        setattr(args, f"{p}_layers", getattr(args, f"{p}_layers", layers))
+        setattr(args, f"{p}_attention_heads", getattr(args, f"{p}_attention_heads", heads))
+        setattr(args, f"{p}_ffn_embed_dim", getattr(args, f"{p}_ffn_embed_dim", 4 * getattr(args, f"{p}_embed_dim")))
+
+
+@register_model_architecture("xlm_transformer", "xlm_tiny")
+def xlm_tiny(args):
+    _set_dims(args, 64, 2, 4)
+
+
+@register_model_architecture("xlm_transformer", "xlm_512")
+def xlm_512(args):
+    _set_dims(args, 512, 6, 8)
+
+
+@register_model_architecture("xlm_transformer", "xlm_1024")
+def xlm_1024(args):
+    _set_dims(args, 1024, 6, 8)

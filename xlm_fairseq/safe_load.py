@@ -1,0 +1,84 @@
+"""Let torch >= 2.6's ``weights_only`` loader read fairseq and XLM checkpoints, and nothing more.
+
+fairseq checkpoints pickle ``argparse.Namespace`` and omegaconf containers; original XLM ``.pth``
+files pickle numpy scalars/arrays in ``params``. Each class is allowlisted by name: a pickle that
+asks for anything else (``os.system``, ``subprocess.Popen``, ...) is still refused by torch.
+"""
+
+import argparse
+import collections
+import typing
+
+import numpy as np
+import torch
+
+from xlm_fairseq.errors import XLMUserError
+
+
+def _numpy_globals():
+    found = [np.dtype, np.ndarray]
+    for module_name in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            module = __import__(module_name, fromlist=["scalar", "_reconstruct"])
+        except ImportError:
+            continue
+        found += [module.scalar, module._reconstruct]
+        break
+    # pickles name dtype classes such as numpy.dtypes.Float64DType
+    found += sorted({type(np.dtype(t)) for t in np.sctypeDict.values()}, key=lambda c: c.__name__)
+    found += sorted(set(np.sctypeDict.values()), key=lambda c: c.__name__)
+    return found
+
+
+def _omegaconf_globals():
+    import omegaconf
+    from omegaconf import nodes
+    from omegaconf.base import ContainerMetadata, Metadata
+
+    node_classes = [getattr(nodes, name) for name in dir(nodes) if name.endswith("Node") and isinstance(getattr(nodes, name), type)]
+    return [omegaconf.DictConfig, omegaconf.ListConfig, ContainerMetadata, Metadata, *node_classes]
+
+
+def allowed_globals():
+    """Every class a fairseq / XLM checkpoint may name, besides torch's own defaults."""
+    return [
+        argparse.Namespace,
+        collections.OrderedDict,
+        collections.defaultdict,
+        typing.Any,
+        dict,
+        list,
+        set,
+        tuple,
+        int,
+        float,
+        bool,
+        str,
+        *_omegaconf_globals(),
+        *_numpy_globals(),
+    ]
+
+
+def install():
+    """Add the allowlist to torch's weights-only unpickler (process-wide, idempotent)."""
+    torch.serialization.add_safe_globals(allowed_globals())
+
+
+def load(path, map_location="cpu"):
+    """``torch.load`` under the allowlist, whatever the caller's torch defaults; a refused pickle
+    becomes a one-line error naming the file."""
+    install()
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # torch raises UnpicklingError wrapped in various ways
+        if "weights_only" in str(e) or "Unsupported global" in str(e) or "Weights only load failed" in str(e):
+            first = [line for line in str(e).splitlines() if "Unsupported" in line or "GLOBAL" in line]
+            raise UnsafeCheckpointError(
+                f"{path}: refused to load, it asks to run code that is not allowlisted "
+                f"({(first[0].strip() if first else type(e).__name__)})"
+            ) from None
+        raise
+
+
+class UnsafeCheckpointError(XLMUserError):
+    pass
