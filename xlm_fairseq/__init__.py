@@ -2,7 +2,7 @@
 
 Importing registers the model ``xlm_transformer`` (archs ``xlm_tiny``, ``xlm_512``, ``xlm_1024``),
 the tasks ``cross_lingual_lm`` (replacing fairseq's legacy task of that name) and ``translation_lm``,
-and the criteria ``xlm_lm`` / ``xlm_translation``; it also lets torch's weights-only loader read
+and the criterion ``xlm_cross_entropy``; it also lets torch's weights-only loader read
 fairseq checkpoints through an explicit allowlist (see ``safe_load``).
 """
 
@@ -11,8 +11,8 @@ from xlm_fairseq import errors, safe_load
 safe_load.install()
 errors.install_excepthook()
 
-from xlm_fairseq import criterions, models, tasks  # noqa: E402,F401
+from xlm_fairseq import criterions, models, tasks  # noqa: E402,F401  (registers everything)
 from xlm_fairseq.models.xlm import XLMModel  # noqa: E402,F401
-from xlm_fairseq.tasks import cross_lingual_lm  # noqa: E402,F401
+from xlm_fairseq.tasks import cross_lingual_lm, translation_lm  # noqa: E402,F401
 
 __all__ = ["XLMModel"]

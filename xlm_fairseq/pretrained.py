@@ -43,7 +43,7 @@ def _checkpoint_dictionary(ckpt_path: str, state) -> Dictionary:
 def load_pretrained_lm_state(path: str, dictionary: Dictionary, langs: List[str]) -> Dict[str, torch.Tensor]:
     """The LM parameters (``encoder.transformer.*``) of ``path``, checked against ``dictionary`` and
     with language embeddings reordered to ``langs``."""
-    from xlm_fairseq.tasks.cross_lingual_lm import MASK_SYMBOL
+    from xlm_fairseq.tasks.base import MASK_SYMBOL
 
     ckpt_path = resolve_checkpoint(path)
     state = safe_load.load(ckpt_path)

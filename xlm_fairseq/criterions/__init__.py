@@ -1,11 +1,11 @@
-from .xlm_lm import XLMLMCriterion  # noqa: F401
+from .cross_entropy import XLMCrossEntropyCriterion  # noqa: F401
 
 
 def build_task_criterion(task, cfg):
     """Build ``task.criterion_name``; refuse an explicit, different ``--criterion``."""
     from fairseq.criterions import CRITERION_REGISTRY
 
-    from xlm_fairseq.tasks.cross_lingual_lm import XLMConfigError
+    from xlm_fairseq.errors import XLMUserError as XLMConfigError
 
     name = getattr(cfg, "_name", None)
     if name not in (None, "cross_entropy", task.criterion_name):  # cross_entropy is fairseq's default

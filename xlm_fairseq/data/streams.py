@@ -1,7 +1,6 @@
 """Objective datasets: XLM's LM batches (MLM / CLM over streams or TLM pairs) and the zip of all
 objectives that one fairseq update draws from."""
 
-from collections import OrderedDict
 
 import numpy as np
 import torch
@@ -119,7 +118,8 @@ class ObjectiveZipDataset(RoundRobinZipDatasets):
             if isinstance(limit, tuple):
                 limit = limit[0]
             order = self._ordered_indices[key]
-            keep = dataset.sizes[order] <= limit
+            sizes = np.asarray(dataset.sizes)[order]
+            keep = (sizes.max(axis=1) if sizes.ndim == 2 else sizes) <= limit
             if not keep.all():
                 import logging
 

@@ -23,6 +23,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 
+from omegaconf import II
+
 from fairseq.dataclass import FairseqDataclass
 from fairseq.models import (
     FairseqEncoder,
@@ -268,6 +270,9 @@ class XLMConfig(FairseqDataclass):
     no_lang_emb: bool = field(
         default=False, metadata={"help": "no language embeddings (XLM --use_lang_emb false)"}
     )
+    # the task's languages, saved with the model so that fairseq-generate / -interactive, which set up
+    # the task from the command line, still know the language ids (no help: not a CLI option)
+    langs: str = II("task.langs")
     share_all_embeddings: bool = field(
         default=False,
         metadata={"help": "encoder and decoder share one embedding matrix (XLM default: separate)"},
@@ -375,6 +380,8 @@ class XLMModel(FairseqEncoderDecoderModel):
     @classmethod
     def build_model(cls, cfg, task):
         dictionary = task.source_dictionary
+        if not task.langs and getattr(cfg, "langs", None):  # task set up without --langs (generate)
+            task.set_langs(str(cfg.langs))
         n_langs = len(task.langs)
 
         def stack(prefix, is_decoder, with_output):

@@ -8,18 +8,16 @@ equally, as in XLM where each is its own optimiser step.
 """
 
 import logging
-import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 import torch
 from omegaconf import II
 
-from fairseq.data import Dictionary, data_utils, indexed_dataset
+from fairseq.data import Dictionary
 from fairseq.dataclass import FairseqDataclass
-from fairseq.tasks import FairseqTask
 
 from xlm_fairseq.data import (
     LMObjectiveDataset,
@@ -31,11 +29,9 @@ from xlm_fairseq.data import (
 )
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks import parse_lang_list, register_task_replacing
+from xlm_fairseq.tasks.base import XLMTask
 
 logger = logging.getLogger(__name__)
-
-MASK_SYMBOL = "<special1>"  # XLM's MASK_WORD; preprocess/ and the converter put it in dict.txt
-
 
 XLMConfigError = XLMUserError  # kept as the name the task modules raise
 
@@ -79,36 +75,21 @@ def sampling_probs(sizes: Dict[str, float], alpha: float) -> Dict[str, float]:
     return dict(zip(keys, p))
 
 
-def load_dictionary(data: str) -> Dictionary:
-    path = os.path.join(data.split(os.pathsep)[0], "dict.txt")
-    if not os.path.isfile(path):
-        raise XLMConfigError(f"{path}: no dictionary; make the data-bin with `python -m preprocess.prepare`")
-    dictionary = Dictionary.load(path)
-    if MASK_SYMBOL not in dictionary.indices:
-        dictionary.add_symbol(MASK_SYMBOL)  # deterministic: same size on every load
-    return dictionary
-
-
 @register_task_replacing("cross_lingual_lm", dataclass=CrossLingualLMConfig)
-class XLMCrossLingualLMTask(FairseqTask):
+class XLMCrossLingualLMTask(XLMTask):
     """XLM pretraining (MLM / TLM / CLM). Replaces fairseq's legacy task of the same name."""
 
     cfg: CrossLingualLMConfig
     builds_decoder = False
-    criterion_name = "xlm_lm"
 
     def __init__(self, cfg: CrossLingualLMConfig, dictionary: Dictionary):
-        super().__init__(cfg)
-        self.dictionary = dictionary
-        self.langs = parse_lang_list(cfg.langs, "--langs")
+        super().__init__(cfg, dictionary)
         if not self.langs:
             raise XLMConfigError("--langs is required, e.g. --langs en,de")
-        self.lang2id = {lang: i for i, lang in enumerate(self.langs)}
         self.mlm_steps = parse_steps(cfg.mlm_steps, self.langs, "--mlm-steps")
         self.clm_steps = parse_steps(cfg.clm_steps, self.langs, "--clm-steps")
         if any(tgt is not None for _, tgt in self.clm_steps):
             raise XLMConfigError("--clm-steps takes languages only")
-        self.mask_idx = dictionary.index(MASK_SYMBOL)
         keep_rand = [float(x) for x in cfg.mask_keep_rand.split(",")]
         if len(keep_rand) != 3 or abs(sum(keep_rand) - 1) > 1e-6 or min(keep_rand) < 0:
             raise XLMConfigError(f"--mask-keep-rand must be three non-negative numbers summing to 1, got {cfg.mask_keep_rand}")
@@ -122,37 +103,9 @@ class XLMCrossLingualLMTask(FairseqTask):
         )
         self.train_sizes: Dict[str, int] = {}  # objective key -> amount of training data (sampling)
 
-    @classmethod
-    def setup_task(cls, cfg: CrossLingualLMConfig, **kwargs):
-        dictionary = load_dictionary(cfg.data)
-        logger.info(f"dictionary: {len(dictionary)} types")
-        return cls(cfg, dictionary)
-
-    @property
-    def source_dictionary(self):
-        return self.dictionary
-
-    @property
-    def target_dictionary(self):
-        return self.dictionary
-
     def objective_keys(self) -> List[str]:
         keys = [f"mlm_{a}" if b is None else f"tlm_{a}-{b}" for a, b in self.mlm_steps]
         return keys + [f"clm_{a}" for a, _ in self.clm_steps]
-
-    def _path(self, split, name):
-        return os.path.join(self.cfg.data.split(os.pathsep)[0], f"{split}.{name}")
-
-    def _load(self, path):
-        return data_utils.load_indexed_dataset(path, self.dictionary, combine=False)
-
-    def _pair_datasets(self, split, a, b):
-        """Parallel data of a and b, stored as {split}.{x}-{y}.{lang} in either order."""
-        for x, y in sorted({(a, b), (b, a)}):
-            prefix = self._path(split, f"{x}-{y}")
-            if indexed_dataset.dataset_exists(f"{prefix}.{a}", impl="mmap"):
-                return self._load(f"{prefix}.{a}"), self._load(f"{prefix}.{b}"), f"{prefix}.{a}"
-        return None, None, self._path(split, f"{min(a, b)}-{max(a, b)}.{a}")
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         if not self.objective_keys():
@@ -202,13 +155,6 @@ class XLMCrossLingualLMTask(FairseqTask):
             logger.info(f"initialised from {self.cfg.pretrained_xlm_checkpoint}")
         return model
 
-    def build_criterion(self, cfg):
-        """The task brings its own loss: ``--criterion`` may be left out (fairseq then passes its
-        default, cross_entropy); anything else is refused rather than silently ignored."""
-        from xlm_fairseq.criterions import build_task_criterion
-
-        return build_task_criterion(self, cfg)
-
     # ---- language sampling ---------------------------------------------------------------
 
     def sampled_keys(self, available: List[str], update_num: int) -> List[str]:
@@ -229,32 +175,16 @@ class XLMCrossLingualLMTask(FairseqTask):
 
     # ---- steps ---------------------------------------------------------------------------
 
-    def _run_objectives(self, sample, model, criterion, keys, optimizer=None, ignore_grad=False):
-        total_loss, total_size, logs = 0.0, 0, {}
-        for key in keys:
-            if not sample.get(key):
-                continue
-            loss, sample_size, log = criterion(model, sample[key], key=key)
-            if optimizer is not None:
-                if ignore_grad:
-                    loss = loss * 0
-                optimizer.backward(loss)
-            total_loss += loss.detach().item()
-            total_size += sample_size
-            for k, v in log.items():
-                logs[k] = logs.get(k, 0) + v
-        return total_loss, total_size, logs
-
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         model.train()
         model.set_num_updates(update_num)
         keys = self.sampled_keys(list(sample.keys()), update_num)
-        return self._run_objectives(sample, model, criterion, keys, optimizer, ignore_grad)
+        return self.run_objectives(sample, model, criterion, keys, optimizer=optimizer, ignore_grad=ignore_grad)
 
     def valid_step(self, sample, model, criterion):
         model.eval()
         with torch.no_grad():
-            return self._run_objectives(sample, model, criterion, list(sample.keys()))
+            return self.run_objectives(sample, model, criterion, list(sample.keys()))
 
     def max_positions(self):
         return self.cfg.tokens_per_sample

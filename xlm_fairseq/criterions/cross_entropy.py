@@ -1,8 +1,8 @@
-"""Loss of the LM objectives (MLM / TLM / CLM) with metrics per objective and language."""
+"""The loss of every XLM objective (MLM / TLM / CLM / AE / BT / MT), with metrics named per objective
+and language (``mlm_en_ppl``, ``tlm_en-de_acc``, ``bt_en-de-en_loss``, ...)."""
 
 import math
 
-import torch
 import torch.nn.functional as F
 
 from fairseq import metrics, utils
@@ -30,22 +30,25 @@ def log_objective_metrics(logging_outputs, round_to=3):
         metrics.log_derived("ppl", lambda m: utils.get_perplexity(m["loss"].avg))
 
 
-@register_criterion("xlm_lm")
-class XLMLMCriterion(FairseqCriterion):
-    """Cross-entropy over the predicted positions of one objective's batch.
+@register_criterion("xlm_cross_entropy")
+class XLMCrossEntropyCriterion(FairseqCriterion):
+    """Cross-entropy over the predicted positions of one objective's batch (LM objectives: the
+    masked / next positions; translation objectives: every non-pad target token).
 
     Returns the *mean* token loss with sample size 1, so each objective of an update weighs the
     same whatever its batch holds (XLM takes one optimiser step per objective)."""
 
     def forward(self, model, sample, key="lm", reduce=True):
         logits, _ = model(**sample["net_input"])
-        target = sample["target"]
-        loss_sum = F.cross_entropy(logits.float(), target, reduction="sum")
-        n = target.numel()
+        logits, target = logits.reshape(-1, logits.size(-1)), sample["target"].reshape(-1)
+        pad = self.padding_idx
+        loss_sum = F.cross_entropy(logits.float(), target, ignore_index=pad, reduction="sum")
+        real = target.ne(pad)
+        n = int(real.sum())
         log = {
             f"{key}:loss": loss_sum.detach().item(),
             f"{key}:ntokens": n,
-            f"{key}:correct": int((logits.argmax(-1) == target).sum()),
+            f"{key}:correct": int((logits.argmax(-1).eq(target) & real).sum()),
             "ntokens": n,
             "nsentences": sample["nsentences"],
             "sample_size": 1,

@@ -1,0 +1,434 @@
+"""``--task translation_lm``: XLM's (un)supervised NMT, both stacks initialised from one pretrained LM.
+
+Objectives (XLM's names): ``--ae-steps en,de`` denoising auto-encoding on monolingual data,
+``--bt-steps en-de-en`` online back-translation (translate en->de greedily with the current model in
+eval mode and without gradient, then train de->en to give back the original), ``--mt-steps en-de``
+supervised steps on parallel data. Each has a weight ``--lambda-ae/-bt/-mt``, a constant or XLM's
+piecewise-linear schedule ``0:1,100000:0.1,300000:0``; an objective whose weight is 0 is skipped.
+
+How objectives make an update: every update takes one batch of each objective with a non-zero
+weight and back-propagates ``lambda * mean token loss`` of each in turn; the optimiser then takes one
+step on the sum (fairseq's multilingual/online-BT style). XLM instead takes one optimiser step per
+objective; with Adam and small learning rates the two behave alike, and the summed step keeps
+fairseq's ``--update-freq``, fp16 and distributed training unchanged.
+
+With ``-s SRC -t TGT`` (fairseq-generate / fairseq-interactive) the task serves that one direction.
+"""
+
+import logging
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import torch
+from omegaconf import II
+
+from fairseq import metrics, utils
+from fairseq.data import BaseWrapperDataset, LanguagePairDataset
+from fairseq.data.language_pair_dataset import collate as collate_pairs
+from fairseq.dataclass import FairseqDataclass
+
+from xlm_fairseq.data import ObjectiveZipDataset, add_noise
+from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.tasks import parse_lang_list, register_task_replacing
+from xlm_fairseq.tasks.base import XLMTask
+
+logger = logging.getLogger(__name__)
+
+
+# ---- schedules -------------------------------------------------------------------------------
+
+
+def parse_schedule(value: str, option: str = "lambda") -> List[Tuple[int, float]]:
+    """'1' -> [(0, 1.0)]; '0:1,100000:0.1,300000:0' -> [(0, 1), (100000, 0.1), (300000, 0)]."""
+    value = str(value).strip()
+    try:
+        if ":" not in value:
+            return [(0, float(value))]
+        points = [(int(a), float(b)) for a, b in (p.split(":") for p in value.split(","))]
+    except ValueError:
+        raise XLMUserError(f"--{option}: cannot parse '{value}' (a number, or updates:value pairs like 0:1,100000:0.1)") from None
+    steps = [s for s, _ in points]
+    if steps[0] != 0 or steps != sorted(steps) or len(set(steps)) != len(steps):
+        raise XLMUserError(f"--{option}: schedule '{value}' must start at 0 and increase")
+    return points
+
+
+def schedule_value(points: List[Tuple[int, float]], update: int) -> float:
+    """Piecewise-linear interpolation; constant after the last point (XLM's ``get_lambda_value``)."""
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x0 <= update < x1:
+            return y0 + (y1 - y0) * (update - x0) / (x1 - x0)
+    return points[-1][1]
+
+
+# ---- datasets --------------------------------------------------------------------------------
+
+
+class NoisyDataset(BaseWrapperDataset):
+    """Sentences with XLM's denoising noise; the draw depends on (seed, epoch, index) only."""
+
+    def __init__(self, dataset, eos, blank, shuffle, dropout, blank_prob, seed):
+        super().__init__(dataset)
+        self.eos, self.blank = eos, blank
+        self.shuffle, self.dropout, self.blank_prob = shuffle, dropout, blank_prob
+        self.seed, self.epoch = seed, 1
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __getitem__(self, index):
+        gen = torch.Generator().manual_seed(hash((self.seed, self.epoch, int(index))) % (2 ** 31))
+        return add_noise(self.dataset[index], self.eos, self.blank, self.shuffle, self.dropout, self.blank_prob, gen)
+
+    @property
+    def can_reuse_epoch_itr_across_epochs(self):
+        return False
+
+
+class PrependEosDataset(BaseWrapperDataset):
+    """``w1 .. wn </s>`` -> ``</s> w1 .. wn </s>``: XLM's encoder input."""
+
+    def __init__(self, dataset, eos):
+        super().__init__(dataset)
+        self.eos = eos
+        self._sizes = np.asarray(dataset.sizes) + 1
+
+    @property
+    def sizes(self):
+        return self._sizes
+
+    def __getitem__(self, index):
+        return torch.cat([torch.LongTensor([self.eos]), self.dataset[index]])
+
+
+class LangTagDataset(BaseWrapperDataset):
+    """A LanguagePairDataset whose batches carry ``src_langs`` / ``tgt_langs`` (one id per sentence)."""
+
+    def __init__(self, dataset: LanguagePairDataset, src_lang_id: int, tgt_lang_id: int):
+        super().__init__(dataset)
+        self.src_lang_id, self.tgt_lang_id = src_lang_id, tgt_lang_id
+
+    def collater(self, samples, **kwargs):
+        batch = self.dataset.collater(samples, **kwargs)
+        if batch:
+            add_langs(batch, self.src_lang_id, self.tgt_lang_id)
+        return batch
+
+    @property
+    def sizes(self):
+        return self.dataset.sizes
+
+    def filter_indices_by_size(self, indices, max_sizes):
+        return self.dataset.filter_indices_by_size(indices, max_sizes)
+
+
+def add_langs(batch, src_lang_id, tgt_lang_id):
+    bsz = batch["net_input"]["src_tokens"].size(0)
+    batch["net_input"]["src_langs"] = torch.full((bsz,), src_lang_id, dtype=torch.long)
+    batch["net_input"]["tgt_langs"] = torch.full((bsz,), tgt_lang_id, dtype=torch.long)
+    return batch
+
+
+# ---- config ----------------------------------------------------------------------------------
+
+
+@dataclass
+class TranslationLMConfig(FairseqDataclass):
+    data: str = field(default="", metadata={"help": "data-bin made by preprocess/"})
+    langs: str = field(default="", metadata={"help": "comma-separated languages, in the pretrained model's order (XLM --lgs)"})
+    ae_steps: str = field(default="", metadata={"help": "denoising auto-encoding on these languages, e.g. en,de"})
+    bt_steps: str = field(default="", metadata={"help": "online back-translation, e.g. en-de-en,de-en-de"})
+    mt_steps: str = field(default="", metadata={"help": "supervised translation on parallel data, e.g. en-ro,ro-en"})
+    lambda_ae: str = field(default="1", metadata={"help": "AE weight: a number or a schedule like 0:1,100000:0.1,300000:0"})
+    lambda_bt: str = field(default="1", metadata={"help": "BT weight (number or schedule)"})
+    lambda_mt: str = field(default="1", metadata={"help": "MT weight (number or schedule)"})
+    word_shuffle: float = field(default=3.0, metadata={"help": "AE noise: local shuffle distance k (0: off)"})
+    word_dropout: float = field(default=0.1, metadata={"help": "AE noise: token dropout probability"})
+    word_blank: float = field(default=0.1, metadata={"help": "AE noise: token blanking probability"})
+    bt_max_len_a: float = field(default=1.3, metadata={"help": "back-translation max length: a * source length + b"})
+    bt_max_len_b: int = field(default=5, metadata={"help": "back-translation max length: a * source length + b"})
+    pretrained_xlm_checkpoint: str = field(
+        default="", metadata={"help": "initialise encoder and decoder from this LM (our .pt or a converter OUT_DIR)"}
+    )
+    valid_lang_pairs: str = field(
+        default="", metadata={"help": "directions validated (loss and BLEU) on valid parallel data; default: all trained ones"}
+    )
+    eval_bleu: bool = field(default=True, metadata={"help": "compute BLEU (sacrebleu, detokenised) in validation"})
+    eval_bleu_print_samples: bool = field(default=False, metadata={"help": "log one hypothesis/reference per direction"})
+    max_positions: int = field(default=256, metadata={"help": "longest sentence (subwords) trained on"})
+    source_lang: Optional[str] = field(default=None, metadata={"help": "generation source language", "argparse_alias": "-s"})
+    target_lang: Optional[str] = field(default=None, metadata={"help": "generation target language", "argparse_alias": "-t"})
+    seed: int = II("common.seed")
+
+
+def corpus_bleu_from_meters(meters, direction: str) -> float:
+    from sacrebleu.metrics import BLEU
+
+    def total(name):
+        return meters[f"_{direction}_{name}"].sum
+
+    totals = [total(f"bleu_totals_{i}") for i in range(4)]
+    if max(totals) == 0:
+        return 0.0
+    return round(
+        BLEU.compute_bleu(
+            correct=[total(f"bleu_counts_{i}") for i in range(4)],
+            total=totals,
+            sys_len=int(total("bleu_sys_len")),
+            ref_len=int(total("bleu_ref_len")),
+            smooth_method="exp",
+        ).score,
+        2,
+    )
+
+
+# ---- task ------------------------------------------------------------------------------------
+
+
+@register_task_replacing("translation_lm", dataclass=TranslationLMConfig)
+class TranslationLMTask(XLMTask):
+    cfg: TranslationLMConfig
+    builds_decoder = True
+
+    def __init__(self, cfg: TranslationLMConfig, dictionary):
+        super().__init__(cfg, dictionary)
+        self.lambdas = {
+            "ae": parse_schedule(cfg.lambda_ae, "lambda-ae"),
+            "bt": parse_schedule(cfg.lambda_bt, "lambda-bt"),
+            "mt": parse_schedule(cfg.lambda_mt, "lambda-mt"),
+        }
+        self._bt_generator = None
+        self._valid_generator = None
+        if self.langs:
+            self._check_steps()
+
+    # parsing needs the language list, which generate may only learn from the checkpoint
+    def _check_steps(self):
+        self.ae_steps = self._langs_of(self.cfg.ae_steps, "--ae-steps", 1)
+        self.bt_steps = self._langs_of(self.cfg.bt_steps, "--bt-steps", 3)
+        self.mt_steps = self._langs_of(self.cfg.mt_steps, "--mt-steps", 2)
+        for a, b, c in self.bt_steps:
+            if a != c or a == b:
+                raise XLMUserError(f"--bt-steps: '{a}-{b}-{c}' must go out and back (like en-de-en)")
+        for a, b in self.mt_steps:
+            if a == b:
+                raise XLMUserError(f"--mt-steps: '{a}-{b}' translates a language into itself")
+        if self.cfg.valid_lang_pairs:
+            self.valid_directions = self._langs_of(self.cfg.valid_lang_pairs, "--valid-lang-pairs", 2)
+        else:
+            directions = list(self.mt_steps) + [(a, b) for a, b, _ in self.bt_steps]
+            self.valid_directions = list(OrderedDict.fromkeys(directions))
+        for lang in (self.cfg.source_lang, self.cfg.target_lang):
+            if lang is not None and lang not in self.lang2id:
+                raise XLMUserError(f"-s/-t: language '{lang}' is not in --langs {','.join(self.langs)}")
+
+    def _langs_of(self, value, option, n):
+        out = []
+        for item in parse_lang_list(value or "", option):
+            parts = item.split("-")
+            if len(parts) != n:
+                raise XLMUserError(f"{option}: cannot parse '{item}'")
+            for lang in parts:
+                if lang not in self.lang2id:
+                    raise XLMUserError(f"{option}: language '{lang}' is not in --langs {','.join(self.langs)}")
+            out.append(tuple(parts))
+        return out
+
+    def set_langs(self, langs: str):
+        super().set_langs(langs)
+        if self.langs and hasattr(self, "lambdas"):
+            self._check_steps()
+
+    # ---- data ----------------------------------------------------------------------------
+
+    def _mono(self, split, lang):
+        ds = self._load(self._path(split, lang))
+        if ds is None:
+            raise XLMUserError(f"missing monolingual data {self._path(split, lang)}.bin")
+        return ds
+
+    def _pair(self, split, src, tgt, src_ds, tgt_ds, src_id=None, tgt_id=None, noisy=False):
+        eos = self.dictionary.eos()
+        if noisy:
+            src_ds = NoisyDataset(
+                src_ds, eos, self.mask_idx, self.cfg.word_shuffle, self.cfg.word_dropout, self.cfg.word_blank, self.cfg.seed
+            )
+        src_ds = PrependEosDataset(src_ds, eos)
+        pair = LanguagePairDataset(
+            src_ds, src_ds.sizes, self.dictionary, tgt_ds, tgt_ds.sizes if tgt_ds is not None else None, self.dictionary,
+            left_pad_source=False, left_pad_target=False, shuffle=True,
+        )
+        return LangTagDataset(pair, self.lang2id[src] if src_id is None else src_id, self.lang2id[tgt] if tgt_id is None else tgt_id)
+
+    def direction_dataset(self, split, src, tgt):
+        d_src, d_tgt, path = self._pair_datasets(split, src, tgt)
+        if d_src is None:
+            raise XLMUserError(f"no parallel {split} data for {src}-{tgt} (looked for {path}.bin)")
+        return self._pair(split, src, tgt, d_src, d_tgt)
+
+    def load_dataset(self, split, epoch=1, combine=False, task_cfg=None, **kwargs):
+        if not self.langs and task_cfg is not None and task_cfg.get("langs"):
+            self.set_langs(task_cfg.langs)  # fairseq-generate: languages from the checkpoint
+        if not self.langs:
+            raise XLMUserError("--langs is required, e.g. --langs en,de")
+        if self.cfg.source_lang and self.cfg.target_lang:
+            self.datasets[split] = self.direction_dataset(split, self.cfg.source_lang, self.cfg.target_lang)
+            return
+        datasets = OrderedDict()
+        if split == getattr(self.cfg, "train_subset", "train") or split == "train":
+            for lang in OrderedDict.fromkeys(l for (l,) in self.ae_steps):
+                mono = self._mono(split, lang)
+                datasets[f"ae_{lang}"] = self._pair(split, lang, lang, mono, mono, noisy=True)
+            for a, b, c in self.bt_steps:
+                mono = self._mono(split, a)  # generation batch: a -> b; the training batch is built later
+                datasets[f"bt_{a}-{b}-{a}"] = self._pair(split, a, a, mono, mono, tgt_id=self.lang2id[b])
+            for a, b in self.mt_steps:
+                datasets[f"mt_{a}-{b}"] = self.direction_dataset(split, a, b)
+            if not datasets:
+                raise XLMUserError("nothing to train: give --ae-steps, --bt-steps and/or --mt-steps")
+        else:
+            for a, b in self.valid_directions:
+                d_src, d_tgt, path = self._pair_datasets(split, a, b)
+                if d_src is None:
+                    logger.warning(f"no {split} parallel data for {a}-{b} ({path}.bin): not validated")
+                    continue
+                datasets[f"mt_{a}-{b}"] = self._pair(split, a, b, d_src, d_tgt)
+            if not datasets:
+                raise XLMUserError(
+                    f"no {split} parallel data for any of {', '.join(f'{a}-{b}' for a, b in self.valid_directions) or 'the trained directions'}"
+                    " (validation needs {split}.{src}-{tgt}.*; use --disable-validation to train without)"
+                )
+        for key, ds in datasets.items():
+            logger.info(f"{split} {key}: {len(ds)} sentences")
+        self.datasets[split] = ObjectiveZipDataset(datasets)
+
+    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
+        if not (self.cfg.source_lang and self.cfg.target_lang):
+            raise XLMUserError("give the direction with -s SRC -t TGT")
+        eos = self.dictionary.eos()
+        src = [torch.cat([torch.LongTensor([eos]), t]) for t in src_tokens]
+        pair = LanguagePairDataset(
+            src, [len(t) for t in src], self.dictionary, tgt_dict=self.dictionary, left_pad_source=False, constraints=constraints
+        )
+        return LangTagDataset(pair, self.lang2id[self.cfg.source_lang], self.lang2id[self.cfg.target_lang])
+
+    # ---- model ---------------------------------------------------------------------------
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:
+            from xlm_fairseq.pretrained import load_pretrained_lm_state
+
+            lm = load_pretrained_lm_state(self.cfg.pretrained_xlm_checkpoint, self.dictionary, self.langs)
+            fresh = model.load_pretrained_lm({"encoder.transformer." + k[len("encoder.transformer."):]: v for k, v in lm.items()})
+            logger.info(
+                f"encoder and decoder initialised from {self.cfg.pretrained_xlm_checkpoint}; "
+                f"random: {len(fresh)} tensors of encoder-decoder attention"
+            )
+        return model
+
+    def _generator(self, model, max_len_a, max_len_b):
+        from fairseq.sequence_generator import SequenceGenerator
+
+        return SequenceGenerator([model], self.dictionary, beam_size=1, max_len_a=max_len_a, max_len_b=max_len_b)
+
+    def back_translate(self, model, batch, src_lang_id: int, mid_lang_id: int) -> Dict:
+        """XLM's online BT: greedy translation src->mid with the model in eval mode and no gradient;
+        returns the training batch mid->src (generated sentences as source, originals as target)."""
+        model = getattr(model, "module", model)
+        if self._bt_generator is None or self._bt_generator.model.single_model is not model:
+            self._bt_generator = self._generator(model, self.cfg.bt_max_len_a, self.cfg.bt_max_len_b)
+        was_training = model.training
+        model.eval()
+        with torch.no_grad():
+            hypos = self._bt_generator.generate([model], batch)
+        model.train(was_training)
+        pad, eos = self.dictionary.pad(), self.dictionary.eos()
+        samples = [
+            {
+                "id": int(batch["id"][i]),
+                "source": torch.cat([torch.LongTensor([eos]), hypos[i][0]["tokens"].cpu()]),
+                "target": utils.strip_pad(batch["target"][i], pad).cpu(),
+            }
+            for i in range(len(hypos))
+        ]
+        new = collate_pairs(samples, pad, eos, left_pad_source=False, left_pad_target=False, input_feeding=True)
+        new = add_langs(new, mid_lang_id, src_lang_id)
+        device = batch["target"].device
+        return utils.move_to_cuda(new, device=device) if device.type == "cuda" else new
+
+    # ---- steps ---------------------------------------------------------------------------
+
+    def objective_weight(self, key: str, update_num: int) -> float:
+        return schedule_value(self.lambdas[key[:2]], update_num)
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        model.train()
+        model.set_num_updates(update_num)
+        weights = {key: self.objective_weight(key, update_num) for key in sample}
+        keys = [key for key in sample if weights[key] > 0]
+
+        def prepare(key, batch):
+            if not key.startswith("bt_"):
+                return batch
+            a, b, _ = key[3:].split("-")
+            return self.back_translate(model, batch, self.lang2id[a], self.lang2id[b])
+
+        return self.run_objectives(sample, model, criterion, keys, weights, optimizer, ignore_grad, batch_fn=prepare)
+
+    def valid_step(self, sample, model, criterion):
+        model.eval()
+        with torch.no_grad():
+            loss, sample_size, logs = self.run_objectives(sample, model, criterion, list(sample.keys()))
+            if self.cfg.eval_bleu:
+                for key, batch in sample.items():
+                    if batch:
+                        logs.update(self._bleu_stats(model, key, batch))
+        return loss, sample_size, logs
+
+    def _bleu_stats(self, model, key, batch):
+        import sacrebleu
+
+        from preprocess.prepare import detokenize
+
+        raw = getattr(model, "module", model)
+        if self._valid_generator is None or self._valid_generator.model.single_model is not raw:
+            self._valid_generator = self._generator(raw, 1.5, 10)  # XLM's evaluation length limit
+        hypos = self._valid_generator.generate([raw], batch)
+        tgt = key.split("-")[-1]
+
+        def text(tokens, unk):
+            s = self.dictionary.string(tokens.int().cpu(), "sentencepiece", unk_string=unk)
+            return detokenize(s, tgt)
+
+        hyps = [text(h[0]["tokens"], "UNKNOWNTOKENINHYP") for h in hypos]
+        refs = [text(utils.strip_pad(t, self.dictionary.pad()), "UNKNOWNTOKENINREF") for t in batch["target"]]
+        if self.cfg.eval_bleu_print_samples:
+            logger.info(f"{key} hypothesis: {hyps[0]}")
+            logger.info(f"{key} reference:  {refs[0]}")
+        bleu = sacrebleu.corpus_bleu(hyps, [refs])
+        stats = {f"{key}:bleu_sys_len": bleu.sys_len, f"{key}:bleu_ref_len": bleu.ref_len}
+        for i in range(4):
+            stats[f"{key}:bleu_counts_{i}"] = bleu.counts[i]
+            stats[f"{key}:bleu_totals_{i}"] = bleu.totals[i]
+        return stats
+
+    def reduce_metrics(self, logging_outputs, criterion):
+        super().reduce_metrics(logging_outputs, criterion)
+        keys = sorted({k.split(":")[0] for log in logging_outputs for k in log if k.endswith(":bleu_sys_len")})
+        for key in keys:
+            direction = key[len("mt_"):]
+
+            def total(name, key=key):
+                return sum(log.get(f"{key}:{name}", 0) for log in logging_outputs)
+
+            # sums over validation batches; BLEU is derived from them at the end (fairseq's way)
+            for name in ["bleu_sys_len", "bleu_ref_len"] + [f"bleu_{c}_{i}" for c in ("counts", "totals") for i in range(4)]:
+                metrics.log_scalar(f"_{direction}_{name}", total(name), weight=1)
+            metrics.log_derived(f"bleu_{direction}", lambda m, d=direction: corpus_bleu_from_meters(m, d))
+
+    def max_positions(self):
+        return (self.cfg.max_positions, self.cfg.max_positions)
