@@ -6,10 +6,11 @@ and the criterion ``xlm_cross_entropy``; it also lets torch's weights-only loade
 fairseq checkpoints through an explicit allowlist (see ``safe_load``).
 """
 
-from xlm_fairseq import errors, safe_load
+from xlm_fairseq import cli, errors, safe_load
 
 safe_load.install()
 errors.install_excepthook()
+cli.install()
 
 from xlm_fairseq import criterions, models, tasks  # noqa: E402,F401  (registers everything)
 from xlm_fairseq.models.xlm import XLMModel  # noqa: E402,F401

@@ -370,6 +370,8 @@ class TranslationLMTask(XLMTask):
         model.set_num_updates(update_num)
         weights = {key: self.objective_weight(key, update_num) for key in sample}
         keys = [key for key in sample if weights[key] > 0]
+        for family in sorted({key[:2] for key in sample}):
+            metrics.log_scalar(f"lambda_{family}", schedule_value(self.lambdas[family], update_num), round=4)
 
         def prepare(key, batch):
             if not key.startswith("bt_"):

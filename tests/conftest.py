@@ -1,0 +1,89 @@
+"""Shared fixtures: a real three-language data-bin made by preprocess/ from the shipped sample, and a
+tiny model pretrained on it with fairseq-train. Session-scoped: built once per test run."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "recipes" / "data"
+BIN = Path(sys.executable).parent  # fairseq-* console scripts of this environment
+
+
+def run(cmd, ok=True, **kw):
+    """Run a command (list); return CompletedProcess; on unexpected status show its output."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2")
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=kw.pop("cwd", ROOT), env=env, **kw)
+    if ok and proc.returncode != 0:
+        raise AssertionError(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
+    return proc
+
+
+def fairseq(cmd, *args, ok=True):
+    return run([BIN / f"fairseq-{cmd}", *args], ok=ok)
+
+
+def json_logs(text, tag):
+    """Records of fairseq's --log-format json output lines tagged e.g. 'valid', 'train_inner'."""
+    out = []
+    for line in text.splitlines():
+        if f"| {tag} |" in line and "{" in line:
+            out.append(json.loads(line[line.index("{"):]))
+    return out
+
+
+def head(src, dst, n):
+    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as g:
+        for i, line in enumerate(f):
+            if i >= n:
+                break
+            g.write(line)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def data_bin(tmp_path_factory):
+    """en, de, ro: monolingual train for each, parallel en-de / en-ro train, valid and test."""
+    raw = tmp_path_factory.mktemp("raw")
+    dest = tmp_path_factory.mktemp("bin") / "data-bin"
+    de, ro = SAMPLE / "en-de", SAMPLE / "en-ro"
+    for lang in ("en", "de"):
+        head(de / f"mono.{lang}", raw / f"mono.{lang}", 3000)
+    head(ro / "mono.ro", raw / "mono.ro", 2000)
+    for pair, d, n in (("en-de", de, 2000), ("en-ro", ro, 1500)):
+        for lang in pair.split("-"):
+            head(d / f"train.{pair}.{lang}", raw / f"train.{pair}.{lang}", n)
+            head(d / f"valid.{pair}.{lang}", raw / f"valid.{pair}.{lang}", 100)
+            head(d / f"test.{pair}.{lang}", raw / f"test.{pair}.{lang}", 60)
+    args = ["--langs", "en,de,ro", "--vocab-size", "2000", "--workers", "2", "--quiet"]
+    for lang in ("en", "de", "ro"):
+        args += ["--mono", f"train:{lang}={raw}/mono.{lang}"]
+    for pair in ("en-de", "en-ro"):
+        for split in ("train", "valid", "test"):
+            args += ["--para", f"{split}:{pair}={raw}/{split}.{pair}"]
+    # monolingual valid sets for MLM validation: the valid parallel halves
+    for pair, lang in (("en-de", "en"), ("en-de", "de"), ("en-ro", "ro")):
+        args += ["--mono", f"valid:{lang}={raw}/valid.{pair}.{lang}"]
+    run([sys.executable, "-m", "preprocess.prepare", dest, *args])
+    return dest
+
+
+PRETRAIN_ARGS = [
+    "--user-dir", ROOT / "xlm_fairseq", "--task", "cross_lingual_lm", "--arch", "xlm_tiny", "--cpu",
+    "--optimizer", "adam", "--lr", "0.001", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "20",
+    "--max-tokens", "1024", "--tokens-per-sample", "64", "--num-workers", "0", "--seed", "1",
+    "--log-format", "json", "--no-epoch-checkpoints", "--disable-validation",
+]
+
+
+@pytest.fixture(scope="session")
+def pretrained(data_bin, tmp_path_factory):
+    """A tiny MLM+TLM model over en,de,ro (a short real fairseq-train run)."""
+    save = tmp_path_factory.mktemp("pretrained")
+    fairseq("train", data_bin, *PRETRAIN_ARGS, "--langs", "en,de,ro", "--mlm-steps", "en,de,ro,en-de,en-ro",
+            "--max-update", "60", "--save-dir", save)
+    return save / "checkpoint_last.pt"

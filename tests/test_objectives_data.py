@@ -1,0 +1,186 @@
+"""Masking, TLM samples, language sampling, AE noise, lambda schedules: statistics on real-size draws."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from xlm_fairseq.data import MaskedLMConfig, TLMPairDataset, mask_scores_from_counts, mask_tokens
+from xlm_fairseq.data.noise import word_blank, word_dropout, word_shuffle
+from xlm_fairseq.data.streams import LMObjectiveDataset
+from xlm_fairseq.tasks.cross_lingual_lm import sampling_probs
+from xlm_fairseq.tasks.translation_lm import parse_schedule, schedule_value
+from xlm_fairseq.errors import XLMUserError
+
+PAD, EOS, MASK, V = 1, 2, 5, 1000
+
+
+def _tokens(n_rows=600, n_cols=256, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(6, V, (n_rows, n_cols), generator=g)
+    lengths = torch.randint(n_cols // 2, n_cols + 1, (n_rows,), generator=g)
+    tokens[torch.arange(n_cols)[None, :] >= lengths[:, None]] = PAD
+    return tokens
+
+
+def test_mlm_masking_rates_on_100k_tokens():
+    tokens = _tokens()
+    real = int(tokens.ne(PAD).sum())
+    assert real >= 100_000
+    cfg = MaskedLMConfig(mask_idx=MASK, pad_idx=PAD, vocab_size=V)
+    inputs, pred_mask, targets = mask_tokens(tokens, cfg, torch.Generator().manual_seed(1))
+    assert not pred_mask[tokens.eq(PAD)].any(), "padding is never predicted"
+    rate = pred_mask.sum().item() / real
+    assert abs(rate - 0.15) <= 0.005, rate
+    assert torch.equal(targets, tokens[pred_mask])
+    seen = inputs[pred_mask]
+    masked = (seen == MASK).float().mean().item()
+    kept = (seen == targets).float().mean().item()
+    # random replacements: neither the mask nor the original (a random draw equal to either is rare: 2/V)
+    rand = ((seen != MASK) & (seen != targets)).float().mean().item()
+    assert abs(masked - 0.8) <= 0.01 and abs(kept - 0.1) <= 0.01 and abs(rand - 0.1) <= 0.01, (masked, kept, rand)
+    assert torch.equal(inputs[~pred_mask], tokens[~pred_mask]), "unpredicted tokens are untouched"
+
+
+def test_sample_alpha_weights_predictions_by_count_power():
+    # two token types, one 9x as frequent as the other: with alpha=0.5 each rare occurrence is
+    # 3x as likely to be chosen as a frequent one (count^-0.5)
+    counts = [0] * V
+    frequent, rare = 100, 200
+    counts[frequent], counts[rare] = 9000, 1000
+    scores = mask_scores_from_counts(counts, PAD, alpha=0.5)
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.where(torch.rand(400, 256, generator=g) < 0.9, torch.tensor(frequent), torch.tensor(rare))
+    cfg = MaskedLMConfig(mask_idx=MASK, pad_idx=PAD, vocab_size=V, mask_scores=scores)
+    _, pred_mask, targets = mask_tokens(tokens, cfg, torch.Generator().manual_seed(3))
+    assert pred_mask.sum().item() == math.ceil(0.15 * tokens.numel())
+    p_rare = (tokens[pred_mask] == rare).float().mean().item() / (tokens == rare).float().mean().item()
+    p_freq = (tokens[pred_mask] == frequent).float().mean().item() / (tokens == frequent).float().mean().item()
+    # per-occurrence selection ratio; drawing without replacement compresses it a little below 3
+    ratio = p_rare / p_freq
+    assert 2.4 < ratio < 3.2, ratio
+    uniform = MaskedLMConfig(mask_idx=MASK, pad_idx=PAD, vocab_size=V)
+    _, pm, _ = mask_tokens(tokens, uniform, torch.Generator().manual_seed(3))
+    u_ratio = ((tokens[pm] == rare).float().mean() / (tokens == rare).float().mean()).item()
+    assert abs(u_ratio - 1) < 0.1, "alpha=0 does not favour rare tokens"
+
+
+def test_mask_scores_exclude_pad_and_unseen():
+    scores = mask_scores_from_counts([5, 5, 0, 16, 4], pad_idx=1, alpha=0.5)
+    assert scores.tolist() == [5 ** -0.5, 0.0, 0.0, 0.25, 0.5]
+    assert mask_scores_from_counts([1, 2], 1, 0) is None
+
+
+class _Seqs:
+    """A list of 1-D tensors with the ``sizes`` fairseq datasets have."""
+
+    def __init__(self, seqs):
+        self.seqs = [torch.LongTensor(s) for s in seqs]
+        self.sizes = np.array([len(s) for s in self.seqs])
+
+    def __getitem__(self, i):
+        return self.seqs[i]
+
+    def __len__(self):
+        return len(self.seqs)
+
+
+def test_tlm_sample_order_positions_and_languages():
+    src = _Seqs([[10, 11, 12, EOS], [13, EOS]])
+    tgt = _Seqs([[20, 21, EOS], [22, 23, 24, 25, EOS]])
+    ds = TLMPairDataset(src, tgt, src_lang_id=0, tgt_lang_id=1, eos=EOS, max_tokens=256)
+    item = ds[0]
+    assert item["tokens"].tolist() == [EOS, 10, 11, 12, EOS, EOS, 20, 21, EOS]
+    assert item["positions"].tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 3]
+    assert item["langs"].tolist() == [0, 0, 0, 0, 0, 1, 1, 1, 1]
+    # batched: right padding, positions and langs padded alongside
+    cfg = MaskedLMConfig(mask_idx=MASK, pad_idx=PAD, vocab_size=V)
+    batch = LMObjectiveDataset(ds, "mlm", PAD, mask_cfg=cfg).collater([dict(ds[i], id=i) for i in range(2)])
+    net = batch["net_input"]
+    assert net["positions"][1].tolist() == [0, 1, 2, 0, 1, 2, 3, 4, 5]
+    assert net["src_langs"][1].tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1]
+    assert batch["ntokens"] == int(net["pred_mask"].sum()) == len(batch["target"])
+    # pairs too long for a block are dropped
+    longer = _Seqs([[20, 21, EOS], [22, 23, 24, 25, 26, 27, EOS]])
+    assert len(TLMPairDataset(src, longer, 0, 1, EOS, max_tokens=9)) == 1
+
+
+def test_clm_batch_predicts_next_token():
+    ds = _Seqs([[10, 11, 12, EOS], [13, EOS]])
+    batch = LMObjectiveDataset(ds, "clm", PAD, lang_id=1).collater([{"tokens": ds[i], "langs": None, "positions": None, "id": i} for i in range(2)])
+    assert batch["net_input"]["causal"] is True
+    assert batch["net_input"]["pred_mask"].tolist() == [[True, True, True, False], [True, False, False, False]]
+    assert batch["target"].tolist() == [11, 12, EOS, EOS]
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.3, 1.0])
+def test_language_sampling_matches_p_alpha(alpha):
+    from types import SimpleNamespace
+
+    from xlm_fairseq.tasks.cross_lingual_lm import XLMCrossLingualLMTask
+
+    sizes = {"mlm_en": 700_000, "mlm_de": 250_000, "mlm_ro": 50_000}
+    expected = sampling_probs(sizes, alpha)
+    p = np.array([700, 250, 50], dtype=float) / 1000
+    assert np.allclose(list(expected.values()), p ** alpha / (p ** alpha).sum())
+    task = XLMCrossLingualLMTask.__new__(XLMCrossLingualLMTask)
+    task.cfg = SimpleNamespace(lg_sampling_factor=alpha, seed=1)
+    task.train_sizes = sizes
+    draws = []
+    for update in range(6000):
+        draws += task.sampled_keys(list(sizes), update)
+    for key, prob in expected.items():
+        freq = draws.count(key) / len(draws)
+        assert abs(freq - prob) <= 0.02, (key, freq, prob)
+    task.cfg.lg_sampling_factor = -1
+    assert task.sampled_keys(list(sizes), 0) == list(sizes), "-1: every language every update"
+
+
+def test_word_shuffle_moves_tokens_less_than_k():
+    sent = torch.arange(10, 60).tolist() + [EOS]
+    sent = torch.LongTensor(sent)
+    g = torch.Generator().manual_seed(0)
+    moved_any = False
+    for _ in range(300):
+        out = word_shuffle(sent, EOS, 3, g)
+        assert out[-1] == EOS and sorted(out.tolist()) == sorted(sent.tolist())
+        new_pos = {tok: i for i, tok in enumerate(out.tolist())}
+        shift = max(abs(new_pos[tok] - i) for i, tok in enumerate(sent.tolist()))
+        assert shift < 3
+        moved_any |= shift > 0
+    assert moved_any
+    assert torch.equal(word_shuffle(sent, EOS, 0, g), sent)
+
+
+def test_word_dropout_and_blank_rates():
+    g = torch.Generator().manual_seed(0)
+    body = torch.arange(10, 110)
+    sent = torch.cat([body, torch.LongTensor([EOS])])
+    kept = blanked = total = 0
+    for _ in range(300):
+        d = word_dropout(sent, EOS, 0.1, g)
+        b = word_blank(sent, EOS, 0.1, MASK, g)
+        assert d[-1] == EOS and b[-1] == EOS and len(b) == len(sent)
+        assert d[:-1].tolist() == [t for t in body.tolist() if t in set(d[:-1].tolist())], "dropout keeps order"
+        kept += len(d) - 1
+        blanked += int((b[:-1] == MASK).sum())
+        total += len(body)
+    assert abs(1 - kept / total - 0.1) < 0.01
+    assert abs(blanked / total - 0.1) < 0.01
+    one = torch.LongTensor([42, EOS])
+    assert word_dropout(one, EOS, 0.999, g).tolist() == [42, EOS], "a sentence never loses its last word"
+
+
+def test_schedules_parse_and_interpolate():
+    pts = parse_schedule("0:1,100000:0.1,300000:0")
+    assert pts == [(0, 1.0), (100000, 0.1), (300000, 0.0)]
+    assert schedule_value(pts, 0) == 1.0
+    assert schedule_value(pts, 50000) == pytest.approx(0.55)
+    assert schedule_value(pts, 100000) == pytest.approx(0.1)
+    assert schedule_value(pts, 200000) == pytest.approx(0.05)
+    assert schedule_value(pts, 300000) == 0.0 and schedule_value(pts, 10 ** 7) == 0.0
+    assert schedule_value(parse_schedule("0.5"), 123) == 0.5
+    for bad in ["1:1,5:0", "0:1,0:2", "abc", "0:1,x:2"]:
+        with pytest.raises(XLMUserError):
+            parse_schedule(bad)

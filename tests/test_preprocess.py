@@ -1,0 +1,518 @@
+"""Tests of preprocess/prepare.py (raw text -> fairseq data-bin) on real files.
+
+The end-to-end build uses the shipped sample corpus (recipes/data); the other builds use small
+slices of it copied into tmp_path. Every CLI run is a subprocess of ``python -m preprocess.prepare``.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from preprocess.prepare import (
+    SPECIAL_SYMBOLS,
+    detokenize,
+    normalize_and_tokenize,
+    normalize_line,
+    normalize_romanian,
+    remove_non_printing,
+    remove_romanian_diacritics,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "recipes" / "data"
+ENDE = SAMPLE / "en-de"
+ENRO = SAMPLE / "en-ro"
+
+
+def prepare(*args, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "preprocess.prepare", *map(str, args)],
+        cwd=REPO, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def n_lines(path):
+    with open(path, "rb") as f:
+        return sum(1 for _ in f)
+
+
+def snapshot(directory):
+    """{relative path: (bytes, mtime_ns)} of every file under ``directory``."""
+    out = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, directory)] = (f.read(), os.stat(path).st_mtime_ns)
+    return out
+
+
+def siblings(dest):
+    """Leftover DEST.partial-* / DEST.old-* next to dest."""
+    dest = Path(dest)
+    return sorted(p.name for p in dest.parent.iterdir() if p.name.startswith(dest.name + "."))
+
+
+def assert_one_error_line(result, *needles):
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("prepare: error:"), lines[0]
+    for needle in needles:
+        assert str(needle) in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# end to end on the shipped sample
+# ------------------------------------------------------------------------------------------------
+
+SAMPLE_ARGS = [
+    "--langs", "en,de,ro",
+    "--mono", f"train:en={ENDE / 'mono.en'}",
+    "--mono", f"train:de={ENDE / 'mono.de'}",
+    "--mono", f"train:ro={ENRO / 'mono.ro'}",
+    "--para", f"train:en-de={ENDE / 'train.en-de'}",   # given en-de: stored as de-en
+    "--para", f"valid:de-en={ENDE / 'valid.en-de'}",   # given de-en: stays de-en
+    "--para", f"test:en-de={ENDE / 'test.en-de'}",
+    "--para", f"train:ro-en={ENRO / 'train.en-ro'}",   # given ro-en: stored as en-ro
+    "--para", f"valid:en-ro={ENRO / 'valid.en-ro'}",
+    "--mono", f"valid:ro={ENRO / 'valid.en-ro.ro'}",
+    "--vocab-size", "1000", "--workers", "2",
+]
+
+# dataset in DEST -> the input file it comes from
+SAMPLE_DATASETS = {
+    "train.en": ENDE / "mono.en",
+    "train.de": ENDE / "mono.de",
+    "train.ro": ENRO / "mono.ro",
+    "valid.ro": ENRO / "valid.en-ro.ro",
+    "train.de-en.en": ENDE / "train.en-de.en",
+    "train.de-en.de": ENDE / "train.en-de.de",
+    "valid.de-en.en": ENDE / "valid.en-de.en",
+    "valid.de-en.de": ENDE / "valid.en-de.de",
+    "test.de-en.en": ENDE / "test.en-de.en",
+    "test.de-en.de": ENDE / "test.en-de.de",
+    "train.en-ro.en": ENRO / "train.en-ro.en",
+    "train.en-ro.ro": ENRO / "train.en-ro.ro",
+    "valid.en-ro.en": ENRO / "valid.en-ro.en",
+    "valid.en-ro.ro": ENRO / "valid.en-ro.ro",
+}
+
+
+@pytest.fixture(scope="module")
+def sample_bin(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("sample") / "data-bin"
+    result = prepare(dest, *SAMPLE_ARGS)
+    assert result.returncode == 0, result.stderr
+    return dest, result
+
+
+@pytest.fixture(scope="module")
+def dictionary(sample_bin):
+    from fairseq.data import Dictionary
+
+    return Dictionary.load(str(sample_bin[0] / "dict.txt"))
+
+
+def test_sample_corpus_shipped():
+    for name, lines in [("mono.en", 6000), ("mono.de", 6000), ("train.en-de.en", 4000),
+                        ("valid.en-de.de", 300), ("test.en-de.en", 500)]:
+        assert n_lines(ENDE / name) == lines
+    for name, lines in [("mono.ro", 3000), ("train.en-ro.ro", 2000), ("valid.en-ro.en", 200),
+                        ("test.en-ro.ro", 300)]:
+        assert n_lines(ENRO / name) == lines
+    total = sum(p.stat().st_size for p in SAMPLE.rglob("*") if p.is_file())
+    assert total < 4 * 1024 * 1024
+    train_like = set()
+    for d in (ENDE, ENRO):
+        for p in list(d.glob("train.*")) + list(d.glob("mono.*")):
+            train_like |= set(p.read_text(encoding="utf-8").splitlines())
+    for d in (ENDE, ENRO):
+        for p in list(d.glob("valid.*")) + list(d.glob("test.*")):
+            assert not set(p.read_text(encoding="utf-8").splitlines()) & train_like, p
+
+
+def test_output_layout(sample_bin):
+    dest, result = sample_bin
+    names = set(os.listdir(dest))
+    expected = {"dict.txt", "spm.model", "spm.vocab", "summary.json", "summary.txt", "manifest.json"}
+    for ds in SAMPLE_DATASETS:
+        expected |= {f"{ds}.bin", f"{ds}.idx"}
+    assert names == expected
+    assert siblings(dest) == []
+    assert "prepare: wrote" in result.stdout
+
+
+def test_pairs_stored_in_alphabetical_order(sample_bin):
+    dest, _ = sample_bin
+    assert (dest / "train.de-en.en.bin").exists() and (dest / "valid.de-en.de.idx").exists()
+    assert (dest / "train.en-ro.ro.bin").exists()
+    assert not list(dest.glob("*.en-de.*")) and not list(dest.glob("*.ro-en.*"))
+
+
+def test_dict_special_symbols_and_counts(sample_bin, dictionary):
+    import sentencepiece as spm
+    from fairseq.data import data_utils
+
+    dest, _ = sample_bin
+    lines = (dest / "dict.txt").read_text(encoding="utf-8").splitlines()
+    assert lines[:10] == [f"{s} 0" for s in SPECIAL_SYMBOLS]
+    tokens = [line.rsplit(" ", 1)[0] for line in lines]
+    assert not {"<s>", "<pad>", "</s>", "<unk>"} & set(tokens)
+    assert len(set(tokens)) == len(tokens)
+    sp = spm.SentencePieceProcessor(model_file=str(dest / "spm.model"))
+    assert sp.get_piece_size() == 1000
+    assert len(lines) == 10 + 1000 - 3  # every piece but spm's <unk> <s> </s>
+    assert len(dictionary) == 4 + len(lines)
+    assert dictionary.index("<special1>") == 5 and dictionary.index("<special0>") == 4
+    assert len((dest / "spm.vocab").read_text(encoding="utf-8").splitlines()) == 1000
+
+    # the counts are the piece counts of the train data (mono and parallel, all languages)
+    counts = np.zeros(len(dictionary), dtype=np.int64)
+    for name in SAMPLE_DATASETS:
+        if name.startswith("train."):
+            ds = data_utils.load_indexed_dataset(str(dest / name), dictionary)
+            for i in range(len(ds)):
+                counts += np.bincount(ds[i].numpy(), minlength=len(dictionary))
+    for index in range(dictionary.nspecial + len(SPECIAL_SYMBOLS), len(dictionary)):
+        assert dictionary.count[index] == counts[index], dictionary[index]
+    assert all(dictionary.count[dictionary.index(s)] == 0 for s in SPECIAL_SYMBOLS)
+    assert sum(dictionary.count[14:]) > 100_000
+
+
+def test_datasets_load_with_fairseq(sample_bin, dictionary):
+    from fairseq.data import data_utils
+
+    dest, _ = sample_bin
+    for name, source in SAMPLE_DATASETS.items():
+        ds = data_utils.load_indexed_dataset(str(dest / name), dictionary)
+        assert ds is not None, name
+        assert len(ds) == n_lines(source), name
+        assert all(ds[i][-1].item() == dictionary.eos() for i in (0, len(ds) - 1))
+        assert (ds.sizes >= 2).all()
+
+
+def test_encoding_matches_fairseq_encode_line(sample_bin, dictionary):
+    import sentencepiece as spm
+    from fairseq.data import data_utils
+
+    dest, _ = sample_bin
+    sp = spm.SentencePieceProcessor(model_file=str(dest / "spm.model"))
+    for name, lang in [("valid.de-en.de", "de"), ("valid.en-ro.ro", "ro")]:
+        ds = data_utils.load_indexed_dataset(str(dest / name), dictionary)
+        raw = SAMPLE_DATASETS[name].read_text(encoding="utf-8").splitlines()
+        for i in range(0, len(raw), 7):
+            pieces = " ".join(sp.encode(normalize_line(raw[i], lang), out_type=str))
+            expected = dictionary.encode_line(pieces, add_if_not_exist=False, append_eos=True)
+            assert ds[i].tolist() == expected.tolist(), (name, i)
+
+    # Romanian is stored with comma-below letters only, though the input mixes in cedilla ones
+    ds = data_utils.load_indexed_dataset(str(dest / "train.en-ro.ro"), dictionary)
+    raw = SAMPLE_DATASETS["train.en-ro.ro"].read_text(encoding="utf-8").splitlines()
+    cedilla = [i for i, line in enumerate(raw) if set("şŞţŢ") & set(line)]
+    assert cedilla
+    for i in cedilla:
+        text = sp.decode(dictionary.string(ds[i]).split())
+        assert not set("şŞţŢ") & set(text) and set("șț") & set(text), text
+
+
+def test_summary(sample_bin):
+    dest, result = sample_bin
+    summary = json.loads((dest / "summary.json").read_text(encoding="utf-8"))
+    assert set(summary["datasets"]) == set(SAMPLE_DATASETS)
+    for name, source in SAMPLE_DATASETS.items():
+        st = summary["datasets"][name]
+        assert st["sentences"] == n_lines(source)
+        assert st["tokens"] > st["sentences"]
+        assert 0.0 <= st["unk_rate"] < 0.01
+        assert st["unk_rate"] == pytest.approx(st["unk"] / st["tokens"])
+    assert summary["vocab"]["spm_vocab_size"] == 1000
+    text = (dest / "summary.txt").read_text(encoding="utf-8")
+    assert "unk rate" in text
+    for name in SAMPLE_DATASETS:
+        assert name in text and name in result.stdout
+
+
+def test_manifest(sample_bin):
+    dest, _ = sample_bin
+    manifest = json.loads((dest / "manifest.json").read_text(encoding="utf-8"))
+    paths = {x["path"] for x in manifest["inputs"]}
+    assert paths == {str(p) for p in SAMPLE_DATASETS.values()}
+    for x in manifest["inputs"]:
+        assert x["size"] == os.path.getsize(x["path"]) and x["mtime_ns"] == os.stat(x["path"]).st_mtime_ns
+    assert manifest["options"]["langs"] == ["en", "de", "ro"]
+    assert manifest["options"]["sentencepiece"]["vocab_size"] == 1000
+
+
+def test_rerun_is_up_to_date(sample_bin):
+    dest, _ = sample_bin
+    before = snapshot(dest)
+    result = prepare(dest, *SAMPLE_ARGS)
+    assert result.returncode == 0, result.stderr
+    assert "up to date" in result.stdout
+    assert snapshot(dest) == before  # nothing rewritten: same bytes and mtimes
+    assert siblings(dest) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# small builds in tmp_path
+# ------------------------------------------------------------------------------------------------
+
+
+def write_slice(path, source, start, count):
+    lines = source.read_text(encoding="utf-8").splitlines()[start:start + count]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def raw(tmp_path):
+    d = tmp_path / "raw"
+    d.mkdir()
+    write_slice(d / "mono.en", ENDE / "mono.en", 0, 400)
+    write_slice(d / "mono.de", ENDE / "mono.de", 0, 400)
+    write_slice(d / "other.en", ENDE / "mono.en", 400, 400)
+    write_slice(d / "train.en", ENDE / "train.en-de.en", 0, 200)
+    write_slice(d / "train.de", ENDE / "train.en-de.de", 0, 200)
+    return d
+
+
+def small_args(raw, mono_en="mono.en", *extra):
+    return ["--langs", "en,de", "--mono", f"train:en={raw / mono_en}", "--mono", f"train:de={raw / 'mono.de'}",
+            "--para", f"train:en-de={raw / 'train'}", "--vocab-size", "300", "--workers", "1", *extra]
+
+
+def test_different_inputs_refused_then_force_replaces(tmp_path, raw):
+    dest = tmp_path / "bin"
+    assert prepare(dest, *small_args(raw)).returncode == 0
+    before = snapshot(dest)
+
+    result = prepare(dest, *small_args(raw, "other.en"))
+    assert_one_error_line(result, str(dest), "--force", "train.en")
+    assert snapshot(dest) == before
+    assert siblings(dest) == []
+
+    # bad input together with --force: still refused before anything is touched
+    (raw / "bad.en").write_bytes(b"fine\nbad \xc3\x28 byte\n")
+    result = prepare(dest, *small_args(raw, "bad.en", "--force"))
+    assert_one_error_line(result, raw / "bad.en", "line 2")
+    assert snapshot(dest) == before
+
+    # a failure during the build (vocabulary too large for the data) leaves DEST as it was
+    args = small_args(raw, "other.en", "--force")
+    args[args.index("--vocab-size") + 1] = "100000"
+    result = prepare(dest, *args)
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].startswith("prepare: error: --vocab-size 100000 is too large")
+    assert snapshot(dest) == before
+    assert siblings(dest) == []
+
+    result = prepare(dest, *small_args(raw, "other.en", "--force"))
+    assert result.returncode == 0, result.stderr
+    manifest = json.loads((dest / "manifest.json").read_text(encoding="utf-8"))
+    assert str(raw / "other.en") in {x["path"] for x in manifest["inputs"]}
+    assert snapshot(dest)["train.en.bin"][0] != before["train.en.bin"][0]
+    assert siblings(dest) == []
+
+    # touching an input (new mtime) makes it out of date too
+    os.utime(raw / "other.en", ns=(1_000_000_000, 1_000_000_000))
+    assert_one_error_line(prepare(dest, *small_args(raw, "other.en")), "changed", "--force")
+
+
+def test_foreign_dest_refused(tmp_path, raw):
+    dest = tmp_path / "bin"
+    dest.mkdir()
+    (dest / "precious.txt").write_text("keep me\n")
+    result = prepare(dest, *small_args(raw))
+    assert_one_error_line(result, str(dest), "manifest.json", "--force")
+    assert os.listdir(dest) == ["precious.txt"] and (dest / "precious.txt").read_text() == "keep me\n"
+    assert siblings(dest) == []
+
+
+def test_reuse_vocabulary_and_workers_do_not_change_output(tmp_path, raw):
+    first, second, reused = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    assert prepare(first, *small_args(raw)).returncode == 0
+    args = small_args(raw)
+    args[args.index("--workers") + 1] = "2"
+    assert prepare(second, *args).returncode == 0
+    a, b = snapshot(first), snapshot(second)
+    assert set(a) == set(b)
+    for name in a:
+        if name != "manifest.json":
+            assert a[name][0] == b[name][0], name
+
+    # --spm-model + --dict: the vocabulary is taken as given (into an existing, empty DEST)
+    reused.mkdir()
+    write_slice(raw / "test.en", ENDE / "test.en-de.en", 0, 50)
+    write_slice(raw / "test.de", ENDE / "test.en-de.de", 0, 50)
+    result = prepare(reused, "--langs", "en,de", "--mono", f"train:en={raw / 'other.en'}",
+                     "--mono", f"train:de={raw / 'mono.de'}", "--para", f"test:de-en={raw / 'test'}",
+                     "--spm-model", first / "spm.model", "--dict", first / "dict.txt", "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    assert (reused / "dict.txt").read_bytes() == (first / "dict.txt").read_bytes()
+    assert (reused / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
+    assert (reused / "train.de.bin").read_bytes() == (first / "train.de.bin").read_bytes()
+    assert (reused / "test.de-en.en.idx").exists()
+
+
+def test_utf8_errors_replace(tmp_path, raw):
+    (raw / "bad.en").write_bytes((raw / "mono.en").read_bytes() + b"caf\xe9 au lait\n")
+    dest = tmp_path / "bin"
+    result = prepare(dest, *small_args(raw, "bad.en", "--utf8-errors", "replace", "--quiet"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "" and result.stderr == ""
+    summary = json.loads((dest / "summary.json").read_text(encoding="utf-8"))
+    assert summary["datasets"]["train.en"]["sentences"] == 401
+
+
+# ------------------------------------------------------------------------------------------------
+# bad input: one error line, exit 2, nothing written
+# ------------------------------------------------------------------------------------------------
+
+
+def bad_case(raw, case):
+    """Returns (arguments after DEST, strings the error line must contain)."""
+    mono_en, mono_de = raw / "mono.en", raw / "mono.de"
+    base = ["--langs", "en,de", "--mono", f"train:en={mono_en}", "--mono", f"train:de={mono_de}"]
+    if case == "length_mismatch":
+        write_slice(raw / "bad.en", ENDE / "train.en-de.en", 0, 120)
+        write_slice(raw / "bad.de", ENDE / "train.en-de.de", 0, 119)
+        return base + ["--para", f"train:en-de={raw / 'bad'}"], [raw / "bad.en", raw / "bad.de", "120", "119"]
+    if case == "invalid_utf8":
+        (raw / "bad.de").write_bytes(b"Erste Zeile.\nZweite Zeile.\nDritte \xff Zeile.\n")
+        return ["--langs", "en,de", "--mono", f"train:en={mono_en}", "--mono", f"train:de={raw / 'bad.de'}"], \
+            [raw / "bad.de", "line 3", "--utf8-errors replace"]
+    if case == "empty_file":
+        (raw / "empty.de").write_bytes(b"")
+        return base + ["--mono", f"valid:de={raw / 'empty.de'}"], [raw / "empty.de", "empty"]
+    if case == "blank_file":
+        (raw / "blank.en").write_bytes(b"\n  \n\n")
+        return base + ["--mono", f"valid:en={raw / 'blank.en'}"], [raw / "blank.en", "empty"]
+    if case == "missing_file":
+        return base + ["--mono", f"valid:en={raw / 'nope.en'}"], [raw / "nope.en", "not found"]
+    if case == "missing_para_side":
+        return base + ["--para", f"valid:en-de={raw / 'train'}", "--para", f"test:en-de={raw / 'nothere'}"], \
+            [raw / "nothere.en", "--para"]
+    if case == "lang_not_in_langs":
+        return base + ["--para", f"train:en-fr={raw / 'train'}"], ["'fr'", "--langs", "--para"]
+    if case == "lang_without_train_data":
+        return ["--langs", "en,de,ro", "--mono", f"train:en={mono_en}", "--mono", f"train:de={mono_de}",
+                "--mono", f"valid:ro={mono_en}"], ["'ro'", "--langs", "train"]
+    if case == "bad_mono_spec":
+        return base + ["--mono", "train-en=x.en"], ["--mono", "train-en=x.en"]
+    if case == "bad_para_spec":
+        return base + ["--para", "train:ende=x"], ["--para", "train:ende=x"]
+    if case == "same_lang_pair":
+        return base + ["--para", "train:en-en=x"], ["--para", "train:en-en=x"]
+    if case == "bad_langs":
+        return ["--langs", "en,,de", "--mono", f"train:en={mono_en}"], ["--langs", "en,,de"]
+    if case == "given_twice":
+        return base + ["--mono", f"train:en={mono_de}"], ["--mono", "train.en"]
+    if case == "spm_without_dict":
+        return base + ["--spm-model", str(mono_en)], ["--spm-model", "--dict"]
+    if case == "bad_spm_model":
+        (raw / "junk.model").write_bytes(b"not a sentencepiece model")
+        (raw / "dict.txt").write_text("".join(f"{s} 0\n" for s in SPECIAL_SYMBOLS) + "a 1\n")
+        return base + ["--spm-model", raw / "junk.model", "--dict", raw / "dict.txt"], \
+            [raw / "junk.model", "--spm-model"]
+    if case == "dict_without_specials":
+        import sentencepiece as spm
+
+        spm.SentencePieceTrainer.train(input=str(mono_en), model_prefix=str(raw / "m"), vocab_size=200,
+                                       model_type="bpe", minloglevel=2)
+        (raw / "dict.txt").write_text("a 1\nb 2\n")
+        return base + ["--spm-model", raw / "m.model", "--dict", raw / "dict.txt"], \
+            [raw / "dict.txt", "--dict", "<special0>"]
+    if case == "bad_workers":
+        return base + ["--workers", "zero"], ["--workers", "zero"]
+    raise AssertionError(case)
+
+
+BAD_CASES = [
+    "length_mismatch", "invalid_utf8", "empty_file", "blank_file", "missing_file", "missing_para_side",
+    "lang_not_in_langs", "lang_without_train_data", "bad_mono_spec", "bad_para_spec", "same_lang_pair",
+    "bad_langs", "given_twice", "spm_without_dict", "bad_spm_model", "dict_without_specials", "bad_workers",
+]
+
+
+@pytest.mark.parametrize("case", BAD_CASES)
+def test_bad_input(tmp_path, raw, case):
+    args, needles = bad_case(raw, case)
+    dest = tmp_path / "out" / "bin"
+    result = prepare(dest, *args)
+    assert_one_error_line(result, *needles)
+    assert not dest.exists() and not (tmp_path / "out").exists()
+    assert result.stdout == ""
+
+
+def test_missing_dest_argument():
+    result = prepare("--langs", "en")
+    assert_one_error_line(result, "DEST")
+
+
+def test_help():
+    result = prepare("--help")
+    assert result.returncode == 0
+    for option in ("--mono", "--para", "--vocab-size", "--spm-model", "--dict", "--spm-sentences-per-lang",
+                   "--ro-remove-diacritics", "--workers", "--force", "--quiet", "--utf8-errors"):
+        assert option in result.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# text normalisation
+# ------------------------------------------------------------------------------------------------
+
+
+def test_romanian_normalisation():
+    assert normalize_romanian("Şi ţara, ŞTIINŢĂ") == "Și țara, ȘTIINȚĂ"
+    assert normalize_romanian("s\u0327i t\u0326ara") == "și țara"  # decomposed forms too
+    assert normalize_romanian("ș ț ă â î plain") == "ș ț ă â î plain"
+    assert normalize_romanian("plain ascii") == "plain ascii"
+
+
+def test_romanian_diacritics_removal():
+    assert remove_romanian_diacritics("Știința și țara îşi află în ţări străine ÎNSĂ ÂŞA") == \
+        "Stiinta si tara isi afla in tari straine INSA ASA"
+
+
+def test_romanian_in_pipeline():
+    line = "Aceşti paşi ţin de configuraţia sistemului."
+    assert normalize_and_tokenize(line, "ro") == "Acești pași țin de configurația sistemului ."
+    assert normalize_and_tokenize(line, "ro", ro_remove_diacritics=True) == \
+        "Acesti pasi tin de configuratia sistemului ."
+    # other languages keep their letters
+    assert normalize_and_tokenize("Straße in Kayseri: ş ţ", "de") == "Straße in Kayseri : ş ţ"
+
+
+def test_non_printing_characters():
+    assert remove_non_printing("a\tb\x00c\u200bd\u00a0e\x7ff") == "a b c d e f"
+    assert remove_non_printing("plain text") == "plain text"
+    assert normalize_and_tokenize("\ufeffHello\x00  world\t!", "en") == "Hello world !"
+
+
+def test_normalize_and_tokenize():
+    assert normalize_and_tokenize("Hello, world! It's (really) fine.", "en") == \
+        "Hello , world ! It 's ( really ) fine ."
+    # Moses punctuation normalisation: German quotes become ASCII quotes, no escaping of & < >
+    assert normalize_and_tokenize("„Öffnen“ & <Datei>", "de") == '" Öffnen " & < Datei >'
+    assert normalize_and_tokenize(["One.", "", "Two!"], "en") == ["One .", "", "Two !"]
+
+
+@pytest.mark.parametrize("lang,sentence", [
+    ("en", "Click on the right mouse button to make the file manager's context menu appear."),
+    ("de", "Wählen Sie „Extras - Optionen“, um die Einstellungen (z. B. 3,5 cm) zu ändern."),
+    ("ro", "Apăsați pe butonul „+” pentru a lista fragmentele de text existente."),
+])
+def test_tokenize_detokenize_round_trip(lang, sentence):
+    tokens = normalize_and_tokenize(sentence, lang)
+    assert tokens != sentence and len(tokens.split()) > len(sentence.split())
+    assert detokenize(tokens, lang) == detokenize(tokens.split(), lang)
+    # normalisation maps the typographic quotes to ASCII ones; the rest comes back as it was
+    expected = sentence.replace("„", '"').replace("“", '"').replace("”", '"')
+    assert detokenize(tokens, lang) == expected
