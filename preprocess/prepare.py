@@ -20,6 +20,14 @@ seed), everything is encoded into pieces, and the pieces are binarised with fair
 datasets, each sentence stored as ``pieces... </s>``). ``--spm-model`` + ``--dict`` reuse an
 existing vocabulary instead.
 
+``--bpe-codes CODES --dict DICT`` replaces sentencepiece by XLM's subwords, for data that a released
+XLM model (converted with ``python -m xlm_fairseq.convert``) is to read: after the same Moses
+normalisation and tokenisation (and, with ``--lowercase-and-remove-accent``, XLM's lowercasing and
+accent stripping), every word is split with the fastBPE codes (``a b [count]`` per line, the
+applier of ``xlm_fairseq.hub.XLMBPETokenizer``) into pieces spelt as XLM spells them (``th@@ e``),
+and the pieces are looked up in DICT (pieces it lacks become ``<unk>``). DEST then holds
+``dict.txt``, ``bpe.codes`` and ``xlm_tokenizer.json`` instead of ``spm.model``/``spm.vocab``.
+
 Output layout of DEST
 ---------------------
 ``dict.txt``
@@ -73,6 +81,8 @@ FORMAT_VERSION = 1
 SPECIAL_SYMBOLS = tuple(f"<special{i}>" for i in range(10))
 MASK_SYMBOL = SPECIAL_SYMBOLS[1]
 FAIRSEQ_SYMBOLS = ("<s>", "<pad>", "</s>", "<unk>")
+BPE_CODES_FILE = "bpe.codes"  # names xlm_fairseq.hub looks for
+XLM_TOKENIZER_FILE = "xlm_tokenizer.json"
 
 DEFAULT_VOCAB_SIZE = 8000
 DEFAULT_SPM_SENTENCES_PER_LANG = 300_000
@@ -212,8 +222,9 @@ def _default_workers() -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = _ArgumentParser(
         prog="python -m preprocess.prepare",
-        description="Normalise, tokenise, learn a joint sentencepiece BPE vocabulary and binarise "
-        "monolingual and parallel text into a fairseq data-bin for xlm-fairseq.",
+        description="Normalise, tokenise, learn a joint sentencepiece BPE vocabulary (or apply given "
+        "XLM/fastBPE codes, --bpe-codes) and binarise monolingual and parallel text into a fairseq "
+        "data-bin for xlm-fairseq.",
         epilog="Output: DEST/dict.txt (with <special0>..<special9> first), DEST/spm.model, "
         "DEST/spm.vocab, DEST/{split}.{lang}.{bin,idx}, DEST/{split}.{src}-{tgt}.{lang}.{bin,idx} "
         "(src < tgt), DEST/summary.{json,txt}, DEST/manifest.json. See preprocess/README.md.",
@@ -230,12 +241,19 @@ def build_parser() -> argparse.ArgumentParser:
                    "A < B alphabetically")
     p.add_argument("--vocab-size", type=_positive_int, default=None, metavar="N",
                    help=f"sentencepiece vocabulary size (default {DEFAULT_VOCAB_SIZE}); ignored with "
-                   "--spm-model")
+                   "--spm-model, refused with --bpe-codes")
     p.add_argument("--spm-model", metavar="FILE",
                    help="use this existing sentencepiece model instead of training one (needs --dict)")
     p.add_argument("--dict", metavar="FILE",
-                   help="use this existing fairseq dict.txt (needs --spm-model; must contain "
-                   "<special0>..<special9>); copied to DEST/dict.txt as is")
+                   help="use this existing fairseq dict.txt (needs --spm-model or --bpe-codes; must "
+                   "contain <special0>..<special9>); copied to DEST/dict.txt as is")
+    p.add_argument("--bpe-codes", metavar="FILE",
+                   help="encode with these XLM/fastBPE codes ('a b [count]' per line) instead of "
+                   "sentencepiece: pieces in XLM's spelling ('th@@ e'); needs --dict (e.g. a converted "
+                   "XLM model's dict.txt); excludes --spm-model and --vocab-size")
+    p.add_argument("--lowercase-and-remove-accent", action="store_true",
+                   help="with --bpe-codes: lowercase and strip accents after tokenisation, as XLM does "
+                   "for its XNLI-15 models (off by default: XLM's MT models are cased)")
     p.add_argument("--spm-sentences-per-lang", type=_positive_int,
                    default=DEFAULT_SPM_SENTENCES_PER_LANG, metavar="N",
                    help="train sentencepiece on at most N sentences per language, sampled with a "
@@ -466,6 +484,86 @@ def _init_encoder(model_proto: bytes, table, eos: int) -> None:
     _ENCODER["eos"] = eos
 
 
+def _load_bpe(path: str):
+    """XLM/fastBPE codes -> the BPE applier of ``xlm_fairseq.hub`` (``XLMBPETokenizer``), after
+    checking that every line reads ``a b [count]``."""
+    path = os.path.abspath(path)
+    merges = 0
+    try:
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                parts = line.split()
+                if not parts or (lineno == 1 and line.startswith("#version")):
+                    continue
+                if len(parts) not in (2, 3) or (len(parts) == 3 and not parts[2].isdigit()):
+                    raise PrepareError(f"--bpe-codes {path} line {lineno}: expected 'a b [count]' "
+                                       f"(fastBPE codes), got {line.strip()[:60]!r}")
+                merges += 1
+    except UnicodeDecodeError as e:
+        raise PrepareError(f"--bpe-codes {path}: invalid UTF-8 ({e.reason} at byte {e.start})")
+    if not merges:
+        raise PrepareError(f"--bpe-codes {path}: no merges in it ('a b [count]' per line)")
+    bpe_class, _ = _xlm_bpe_tools()
+    return bpe_class(path, lowercase=False)
+
+
+def _xlm_bpe_tools():
+    """(XLMBPETokenizer, lowercase_and_remove_accent) from xlm_fairseq.hub, imported without the
+    plugin's INFO lines (this tool's --quiet means quiet)."""
+    import logging
+
+    plugin_logger = logging.getLogger("xlm_fairseq")
+    level = plugin_logger.level
+    plugin_logger.setLevel(logging.WARNING)
+    try:
+        from xlm_fairseq.hub import XLMBPETokenizer, lowercase_and_remove_accent
+    finally:
+        plugin_logger.setLevel(level)
+    return XLMBPETokenizer, lowercase_and_remove_accent
+
+
+def _init_bpe_encoder(codes_path: str, lowercase: bool, indices: Dict[str, int], unk: int, eos: int) -> None:
+    _ENCODER["bpe"] = _load_bpe(codes_path)
+    _ENCODER["lowercase"] = _xlm_bpe_tools()[1] if lowercase else None
+    _ENCODER["indices"] = indices
+    _ENCODER["unk"] = unk
+    _ENCODER["eos"] = eos
+
+
+def _encode_bpe_task(lines: List[str]):
+    """Tokenised lines -> XLM BPE pieces (``th@@ e``) -> (flat dictionary ids with </s> after each
+    sentence, sentence lengths including </s>); pieces not in the dictionary become <unk>."""
+    import numpy as np
+
+    bpe, lower = _ENCODER["bpe"], _ENCODER["lowercase"]
+    indices, unk, eos = _ENCODER["indices"], _ENCODER["unk"], _ENCODER["eos"]
+    ids: List[int] = []
+    lengths: List[int] = []
+    for line in lines:
+        words = line.split()
+        if lower is not None:
+            words = [w for w in map(lower, words) if w]
+        start = len(ids)
+        for word in words:
+            ids.extend(indices.get(piece, unk) for piece in bpe.bpe(word))
+        ids.append(eos)
+        lengths.append(len(ids) - start)
+    return np.asarray(ids, dtype=np.int32), np.asarray(lengths, dtype=np.int64)
+
+
+def _spm_encoder(model_proto: bytes, dictionary):
+    """(initializer, its arguments, task) of the sentencepiece encoder for _binarize_all."""
+    import numpy as np
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_proto=model_proto)
+    table = np.full(sp.get_piece_size(), dictionary.unk(), dtype=np.int64)
+    for i in range(sp.get_piece_size()):
+        if not (sp.is_control(i) or sp.is_unknown(i)):
+            table[i] = dictionary.index(sp.id_to_piece(i))
+    return _init_encoder, (model_proto, table, dictionary.eos()), _encode_task
+
+
 def _encode_task(lines: List[str]):
     """Tokenised lines -> (flat dictionary ids with </s> after each sentence, sentence lengths
     including </s>)."""
@@ -631,27 +729,24 @@ def _load_dictionary(path: str, what: str):
     return d
 
 
-def _binarize_all(streams, line_counts, tok_paths, dest, model_proto, dictionary, args, log):
+def _binarize_all(streams, line_counts, tok_paths, dest, encoder, dictionary, args, log):
+    """``encoder``: (worker initializer, its arguments, task mapping a chunk of tokenised lines to
+    (flat ids with </s>, lengths))."""
     import numpy as np
-    import sentencepiece as spm
     import torch
     from fairseq.data import indexed_dataset
 
-    sp = spm.SentencePieceProcessor(model_proto=model_proto)
-    table = np.full(sp.get_piece_size(), dictionary.unk(), dtype=np.int64)
-    for i in range(sp.get_piece_size()):
-        if not (sp.is_control(i) or sp.is_unknown(i)):
-            table[i] = dictionary.index(sp.id_to_piece(i))
+    initializer, initargs, encode_task = encoder
     counts = np.zeros(len(dictionary), dtype=np.int64)
     stats = {}
-    with _Pool(args.workers, _init_encoder, (model_proto, table, dictionary.eos())) as pool:
+    with _Pool(args.workers, initializer, initargs) as pool:
         for n, s in enumerate(streams, 1):
             total = line_counts[s.out]
             log(f"[3/3] encoding + binarising {s.out} [{n}/{len(streams)}]")
             prefix = os.path.join(dest, s.out)
             builder = indexed_dataset.make_builder(prefix + ".bin", impl="mmap", vocab_size=len(dictionary))
             sentences = tokens = unk = empty = 0
-            for ids, lengths in pool.imap(_encode_task, _chunks(_read_lines(tok_paths[s.out]))):
+            for ids, lengths in pool.imap(encode_task, _chunks(_read_lines(tok_paths[s.out]))):
                 ids64 = torch.from_numpy(ids.astype(np.int64))
                 start = 0
                 for length in lengths.tolist():
@@ -684,9 +779,13 @@ def _binarize_all(streams, line_counts, tok_paths, dest, model_proto, dictionary
 
 def _summary_text(stats: Dict[str, dict], vocab: dict) -> str:
     width = max([len("dataset")] + [len(k) for k in stats])
+    if "bpe_codes" in vocab:
+        subwords = f"XLM BPE codes: {vocab['bpe_codes']} merges"
+    else:
+        subwords = f"sentencepiece vocab {vocab['spm_vocab_size']}"
     lines = [
         f"dictionary: {vocab['dict_symbols']} symbols in dict.txt ({vocab['dict_size']} with fairseq's "
-        f"<s> <pad> </s> <unk>), sentencepiece vocab {vocab['spm_vocab_size']}",
+        f"<s> <pad> </s> <unk>), {subwords}",
         f"{'dataset':<{width}}  {'sentences':>10}  {'tokens':>12}  {'<unk>':>8}  {'unk rate':>9}  {'empty':>6}",
     ]
     for name in sorted(stats):
@@ -702,7 +801,11 @@ def _signature(args, streams: List[Stream]) -> dict:
         "ro_remove_diacritics": bool(args.ro_remove_diacritics),
         "utf8_errors": args.utf8_errors,
     }
-    if args.spm_model:
+    if args.bpe_codes:
+        options["bpe_codes"] = _file_info(os.path.abspath(args.bpe_codes))
+        options["dict"] = _file_info(os.path.abspath(args.dict))
+        options["lowercase_and_remove_accent"] = bool(args.lowercase_and_remove_accent)
+    elif args.spm_model:
         options["spm_model"] = _file_info(os.path.abspath(args.spm_model))
         options["dict"] = _file_info(os.path.abspath(args.dict))
     else:
@@ -782,30 +885,46 @@ def build(args, streams: List[Stream], line_counts: Dict[str, int], dest: str, s
 
     import sentencepiece as spm
 
-    if args.spm_model:
-        log(f"[2/3] using the given vocabulary {args.spm_model} + {args.dict}")
-        model_proto, sp = _load_spm_model(args.spm_model)
+    pieces = None
+    if args.bpe_codes:
+        log(f"[2/3] using the given XLM BPE codes {args.bpe_codes} + {args.dict}")
+        bpe = _load_bpe(args.bpe_codes)
         dictionary = _load_dictionary(os.path.abspath(args.dict), "--dict")
         shutil.copyfile(args.dict, os.path.join(dest, "dict.txt"))
-        pieces = None
+        shutil.copyfile(args.bpe_codes, os.path.join(dest, BPE_CODES_FILE))
+        with open(os.path.join(dest, XLM_TOKENIZER_FILE), "w", encoding="utf-8") as f:
+            json.dump({"type": "xlm_bpe", "lowercase_and_remove_accent": bool(args.lowercase_and_remove_accent),
+                       "langs": list(args.langs), "bpe_codes": BPE_CODES_FILE}, f, indent=2)
+            f.write("\n")
+        encoder = (_init_bpe_encoder, (os.path.abspath(args.bpe_codes), bool(args.lowercase_and_remove_accent),
+                                       dict(dictionary.indices), dictionary.unk(), dictionary.eos()), _encode_bpe_task)
+        subwords = {"bpe_codes": len(bpe.ranks)}
     else:
-        model_proto = _train_spm(streams, line_counts, tok_paths, args, args.vocab_size, log)
-        sp = spm.SentencePieceProcessor(model_proto=model_proto)
-        pieces = _dict_pieces(sp, log)
-        _write_dict(os.path.join(dest, "dict.txt"), pieces, {})
-        dictionary = _load_dictionary(os.path.join(dest, "dict.txt"), "generated dictionary")
-    with open(os.path.join(dest, "spm.model"), "wb") as f:
-        f.write(model_proto)
-    _write_spm_vocab(sp, os.path.join(dest, "spm.vocab"))
+        if args.spm_model:
+            log(f"[2/3] using the given vocabulary {args.spm_model} + {args.dict}")
+            model_proto, sp = _load_spm_model(args.spm_model)
+            dictionary = _load_dictionary(os.path.abspath(args.dict), "--dict")
+            shutil.copyfile(args.dict, os.path.join(dest, "dict.txt"))
+        else:
+            model_proto = _train_spm(streams, line_counts, tok_paths, args, args.vocab_size, log)
+            sp = spm.SentencePieceProcessor(model_proto=model_proto)
+            pieces = _dict_pieces(sp, log)
+            _write_dict(os.path.join(dest, "dict.txt"), pieces, {})
+            dictionary = _load_dictionary(os.path.join(dest, "dict.txt"), "generated dictionary")
+        with open(os.path.join(dest, "spm.model"), "wb") as f:
+            f.write(model_proto)
+        _write_spm_vocab(sp, os.path.join(dest, "spm.vocab"))
+        encoder = _spm_encoder(model_proto, dictionary)
+        subwords = {"spm_vocab_size": sp.get_piece_size()}
 
-    stats, counts = _binarize_all(streams, line_counts, tok_paths, dest, model_proto, dictionary, args, log)
+    stats, counts = _binarize_all(streams, line_counts, tok_paths, dest, encoder, dictionary, args, log)
     if pieces is not None:  # the real counts of the train data
         _write_dict(os.path.join(dest, "dict.txt"), pieces,
                     {p: int(counts[dictionary.index(p)]) for p in pieces})
     shutil.rmtree(tmp)
 
     n_symbols = sum(1 for _ in open(os.path.join(dest, "dict.txt"), encoding="utf-8"))
-    vocab = {"spm_vocab_size": sp.get_piece_size(), "dict_symbols": n_symbols, "dict_size": len(dictionary)}
+    vocab = dict(subwords, dict_symbols=n_symbols, dict_size=len(dictionary))
     summary = {"vocab": vocab, "datasets": stats}
     with open(os.path.join(dest, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=2, ensure_ascii=False)
@@ -832,7 +951,18 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
 
     # -- cheap checks: options and files ------------------------------------------------------
     args.langs = _parse_langs(args.langs)
-    if bool(args.spm_model) != bool(args.dict):
+    if args.bpe_codes:
+        if args.spm_model:
+            raise PrepareError("--bpe-codes and --spm-model exclude each other (XLM BPE or sentencepiece)")
+        if args.vocab_size is not None:
+            raise PrepareError("--bpe-codes takes the vocabulary from --dict; --vocab-size does not apply")
+        if not args.dict:
+            raise PrepareError("--bpe-codes needs --dict (the dictionary the codes' pieces are looked up in)")
+        _check_input_file(os.path.abspath(args.bpe_codes), "--bpe-codes")
+        _check_input_file(os.path.abspath(args.dict), "--dict")
+    elif args.lowercase_and_remove_accent:
+        raise PrepareError("--lowercase-and-remove-accent applies only with --bpe-codes")
+    elif bool(args.spm_model) != bool(args.dict):
         raise PrepareError("--spm-model and --dict go together (give both, or neither to train a new vocabulary)")
     if args.spm_model:
         _check_input_file(os.path.abspath(args.spm_model), "--spm-model")
@@ -887,6 +1017,9 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
 
     if args.spm_model:  # check the given vocabulary before any work
         _load_spm_model(args.spm_model)
+        _load_dictionary(os.path.abspath(args.dict), "--dict")
+    if args.bpe_codes:
+        _load_bpe(args.bpe_codes)
         _load_dictionary(os.path.abspath(args.dict), "--dict")
 
     # -- build into DEST.partial-<pid>, then move into place ---------------------------------------

@@ -184,3 +184,20 @@ def test_schedules_parse_and_interpolate():
     for bad in ["1:1,5:0", "0:1,0:2", "abc", "0:1,x:2"]:
         with pytest.raises(XLMUserError):
             parse_schedule(bad)
+
+
+@pytest.mark.parametrize("n", [5, 13, 60, 205])
+def test_batches_keep_every_index(n):
+    """fairseq-fixed's batch_by_size drops n % 8 indices; our datasets must not."""
+    from xlm_fairseq.data.batching import batch_by_size_complete
+
+    class Sized:
+        def num_tokens(self, i):
+            return 40
+
+        def num_tokens_vec(self, indices):
+            return np.full(len(indices), 40)
+
+    indices = np.random.RandomState(0).permutation(n)
+    batches = batch_by_size_complete(Sized(), indices, max_tokens=4000, required_batch_size_multiple=8)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(n))

@@ -372,6 +372,86 @@ def test_utf8_errors_replace(tmp_path, raw):
 
 
 # ------------------------------------------------------------------------------------------------
+# --bpe-codes: XLM/fastBPE subwords with a given dictionary (data for converted XLM models)
+# ------------------------------------------------------------------------------------------------
+
+# fastBPE codes: "a b count", best (earliest) merge first, "</w>" marks the end of a word
+TINY_CODES = "#version: 0.2\nt h 100\nth e</w> 90\ni n 80\nin g</w> 70\ne r 60\n"
+# the pieces of the test sentences in XLM's spelling; "r" (word-final r) is deliberately missing
+TINY_PIECES = ["T@@", "h@@", "e", "th@@", "ing", "i@@", "s", "o@@", "e@@", "the", ".", "Ö@@", "O@@", "o"]
+
+
+def write_bpe_vocabulary(directory):
+    codes = directory / "codes"
+    codes.write_text(TINY_CODES, encoding="utf-8")
+    dictionary = directory / "xlm_dict.txt"
+    dictionary.write_text("".join(f"{s} 0\n" for s in SPECIAL_SYMBOLS) +
+                          "".join(f"{p} {100 - i}\n" for i, p in enumerate(TINY_PIECES)), encoding="utf-8")
+    return codes, dictionary
+
+
+def decoded(dest, name):
+    from fairseq.data import Dictionary, data_utils
+
+    d = Dictionary.load(str(dest / "dict.txt"))
+    ds = data_utils.load_indexed_dataset(str(dest / name), d)
+    return [d.string(ds[i]) for i in range(len(ds))]
+
+
+def test_bpe_codes(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    codes, dictionary = write_bpe_vocabulary(raw)
+    (raw / "mono.en").write_text("The thing is other.\n\nÖo\n", encoding="utf-8")
+    (raw / "mono.de").write_text("the\n", encoding="utf-8")
+    args = ["--langs", "en,de", "--mono", f"train:en={raw / 'mono.en'}", "--mono", f"train:de={raw / 'mono.de'}",
+            "--bpe-codes", codes, "--dict", dictionary]
+    dest = tmp_path / "bin"
+    result = prepare(dest, *args, "--workers", "2", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "" and result.stderr == ""
+
+    # Moses tokenisation, then the lowest-ranked pair merged first, until no pair is a merge;
+    # XLM's spelling: "th@@" inside a word, "ing" at its end; pieces missing from --dict: <unk>
+    assert decoded(dest, "train.en") == ["T@@ h@@ e th@@ ing i@@ s o@@ th@@ e@@ <unk> .", "", "Ö@@ o"]
+    assert decoded(dest, "train.de") == ["the"]
+
+    names = set(os.listdir(dest))
+    assert {"dict.txt", "bpe.codes", "xlm_tokenizer.json", "train.en.bin", "manifest.json"} <= names
+    assert not names & {"spm.model", "spm.vocab"}
+    assert (dest / "dict.txt").read_bytes() == dictionary.read_bytes()  # copied as is
+    assert (dest / "bpe.codes").read_bytes() == codes.read_bytes()
+    tokenizer = json.loads((dest / "xlm_tokenizer.json").read_text(encoding="utf-8"))
+    assert tokenizer == {"type": "xlm_bpe", "lowercase_and_remove_accent": False, "langs": ["en", "de"],
+                         "bpe_codes": "bpe.codes"}
+    summary = json.loads((dest / "summary.json").read_text(encoding="utf-8"))
+    assert summary["vocab"]["bpe_codes"] == 5
+    assert summary["datasets"]["train.en"]["unk"] == 1 and summary["datasets"]["train.en"]["empty_lines"] == 1
+    options = json.loads((dest / "manifest.json").read_text(encoding="utf-8"))["options"]
+    assert options["bpe_codes"]["path"] == str(codes) and options["dict"]["path"] == str(dictionary)
+    assert "sentencepiece" not in options
+
+    # re-run: up to date; one worker gives the same bytes
+    again = prepare(dest, *args)
+    assert again.returncode == 0 and "up to date" in again.stdout
+    single = tmp_path / "single"
+    assert prepare(single, *args, "--workers", "1", "--quiet").returncode == 0
+    for name in ("train.en.bin", "train.en.idx", "train.de.bin"):
+        assert (single / name).read_bytes() == (dest / name).read_bytes(), name
+
+    # XLM's lowercasing + accent removal (off by default): "The" -> "the", "Öo" -> "oo" -> o@@ o
+    lower = tmp_path / "lower"
+    result = prepare(lower, *args, "--lowercase-and-remove-accent", "--quiet")
+    assert result.returncode == 0, result.stderr
+    assert decoded(lower, "train.en") == ["the th@@ ing i@@ s o@@ th@@ e@@ <unk> .", "", "o@@ o"]
+    assert json.loads((lower / "xlm_tokenizer.json").read_text(encoding="utf-8"))["lowercase_and_remove_accent"]
+
+    # other codes: DEST is out of date and refused without --force
+    codes.write_text(TINY_CODES + "o th 50\n", encoding="utf-8")
+    assert_one_error_line(prepare(dest, *args), "bpe_codes", "--force")
+
+
+# ------------------------------------------------------------------------------------------------
 # bad input: one error line, exit 2, nothing written
 # ------------------------------------------------------------------------------------------------
 
@@ -431,6 +511,20 @@ def bad_case(raw, case):
             [raw / "dict.txt", "--dict", "<special0>"]
     if case == "bad_workers":
         return base + ["--workers", "zero"], ["--workers", "zero"]
+    if case in ("bpe_without_dict", "bpe_with_spm_model", "bpe_with_vocab_size", "bad_bpe_codes"):
+        codes, dictionary = write_bpe_vocabulary(raw)
+        if case == "bpe_without_dict":
+            return base + ["--bpe-codes", codes], ["--bpe-codes", "--dict"]
+        if case == "bpe_with_spm_model":
+            return base + ["--bpe-codes", codes, "--dict", dictionary, "--spm-model", codes], \
+                ["--bpe-codes", "--spm-model"]
+        if case == "bpe_with_vocab_size":
+            return base + ["--bpe-codes", codes, "--dict", dictionary, "--vocab-size", "100"], \
+                ["--bpe-codes", "--vocab-size"]
+        codes.write_text("t h 100\nthis line is not a merge\n", encoding="utf-8")
+        return base + ["--bpe-codes", codes, "--dict", dictionary], [codes, "line 2", "a b [count]"]
+    if case == "lowercase_without_bpe":
+        return base + ["--lowercase-and-remove-accent"], ["--lowercase-and-remove-accent", "--bpe-codes"]
     raise AssertionError(case)
 
 
@@ -438,6 +532,7 @@ BAD_CASES = [
     "length_mismatch", "invalid_utf8", "empty_file", "blank_file", "missing_file", "missing_para_side",
     "lang_not_in_langs", "lang_without_train_data", "bad_mono_spec", "bad_para_spec", "same_lang_pair",
     "bad_langs", "given_twice", "spm_without_dict", "bad_spm_model", "dict_without_specials", "bad_workers",
+    "bpe_without_dict", "bpe_with_spm_model", "bpe_with_vocab_size", "bad_bpe_codes", "lowercase_without_bpe",
 ]
 
 
@@ -460,7 +555,8 @@ def test_help():
     result = prepare("--help")
     assert result.returncode == 0
     for option in ("--mono", "--para", "--vocab-size", "--spm-model", "--dict", "--spm-sentences-per-lang",
-                   "--ro-remove-diacritics", "--workers", "--force", "--quiet", "--utf8-errors"):
+                   "--ro-remove-diacritics", "--workers", "--force", "--quiet", "--utf8-errors", "--bpe-codes",
+                   "--lowercase-and-remove-accent"):
         assert option in result.stdout
 
 

@@ -42,6 +42,7 @@ written in a sibling temporary directory and renamed into place at the end.
 """
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -426,13 +427,25 @@ def read_hf_dir(src: str, langs_option: Optional[str] = None, lowercase: Optiona
 # --------------------------------------------------------------------------------------------
 
 
+_NOISY_LOGGERS = ("", "fairseq", "hydra", "xlm_fairseq")
+
+
+@contextlib.contextmanager
 def _quiet():
-    """fairseq/hydra log at DEBUG and warn about deprecated hydra usage when building a config."""
-    logging.getLogger().setLevel(logging.WARNING)
-    for name in ("fairseq", "hydra", "xlm_fairseq"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", category=UserWarning, module=r"hydra(\..*)?")
-    warnings.filterwarnings("ignore", message=r"(?s).*(hydra|ConfigStore|strict flag|package header)")
+    """fairseq/hydra log at DEBUG and warn about deprecated hydra usage when building a config;
+    silence that while inside, and put logging and warning filters back afterwards."""
+    loggers = [logging.getLogger(name) for name in _NOISY_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"hydra(\..*)?")
+        warnings.filterwarnings("ignore", message=r"(?s).*(hydra|ConfigStore|strict flag|package header)")
+        for lg in loggers:
+            lg.setLevel(max(lg.level, logging.WARNING))
+        try:
+            yield
+        finally:
+            for lg, level in zip(loggers, levels):
+                lg.setLevel(level)
 
 
 def build_fairseq_model(data_dir: str, langs: List[str], dim: int, n_layers: int, n_heads: int,
@@ -469,8 +482,7 @@ def build_fairseq_model(data_dir: str, langs: List[str], dim: int, n_layers: int
         argv.append("--sinusoidal-embeddings")
     if not use_lang_emb:
         argv.append("--no-lang-emb")
-    with warnings.catch_warnings():
-        _quiet()
+    with _quiet():
         parser = options.get_training_parser()
         args = options.parse_args_and_arch(parser, argv)
         cfg = convert_namespace_to_omegaconf(args)
@@ -920,7 +932,9 @@ def main(argv=None):
                         "tokenizer_config.json; yes for a .pth)")
     parser.add_argument("--force", action="store_true", help="replace an existing non-empty OUT_DIR")
     args = parser.parse_args(argv)
-    _quiet()
+    for name in _NOISY_LOGGERS:  # a command line: keep stderr for errors
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r"(?s).*(hydra|ConfigStore|strict flag|package header)")
     lowercase = None if args.lowercase is None else args.lowercase == "yes"
     try:
         out = convert(args.src, args.out_dir, args.to, args.langs, args.force, lowercase, args.codes)

@@ -27,7 +27,7 @@ import json
 import logging
 import os
 import unicodedata
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -177,7 +177,8 @@ class XLMBPETokenizer:
 
 
 class SentencePieceTokenizer:
-    """``preprocess/``'s pipeline: Moses normalisation and tokenisation, then sentencepiece."""
+    """``preprocess/``'s pipeline (``preprocess.normalize_and_tokenize`` / ``detokenize``: Moses
+    normalisation and tokenisation), then sentencepiece."""
 
     kind = "spm"
 
@@ -187,20 +188,32 @@ class SentencePieceTokenizer:
         self.sp = spm.SentencePieceProcessor(model_file=spm_path)
         self.ro_remove_diacritics = ro_remove_diacritics
         self.moses = moses or _Moses()
+        try:  # the very code that made the data-bin
+            from preprocess import detokenize, normalize_and_tokenize
 
-    def words(self, text: str, lang: str) -> List[str]:
+            self._normalize, self._detokenize = normalize_and_tokenize, detokenize
+        except ImportError:  # preprocess/ not installed: the same steps, done here
+            self._normalize, self._detokenize = self._local_normalize, self._local_detokenize
+
+    def _local_normalize(self, text: str, lang: str, ro_remove_diacritics: bool = False) -> str:
         text = remove_non_printing(self.moses.normalize(text, lang))
         if _base_lang(lang) == "ro":
-            text = romanian_normalize(text, self.ro_remove_diacritics)
+            text = romanian_normalize(text, ro_remove_diacritics)
         text = " ".join(text.split())
-        return self.moses.tokenize(text, lang) if text else []
+        return " ".join(self.moses.tokenize(text, lang)) if text else ""
+
+    def _local_detokenize(self, text: str, lang: str) -> str:
+        return self.moses.detokenize(text.split(), lang)
+
+    def words(self, text: str, lang: str) -> List[str]:
+        return self._normalize(text, lang, self.ro_remove_diacritics).split()
 
     def pieces(self, text: str, lang: str) -> List[str]:
         words = self.words(text, lang)
         return list(self.sp.encode(" ".join(words), out_type=str)) if words else []
 
     def detokenize(self, pieces: Sequence[str], lang: str) -> str:
-        return self.moses.detokenize(self.sp.decode_pieces(list(pieces)).split(), lang)
+        return self._detokenize(self.sp.decode_pieces(list(pieces)), lang)
 
 
 def build_tokenizer(dirs: Sequence[str]):

@@ -7,6 +7,7 @@ import torch
 
 from fairseq.data import FairseqDataset, RoundRobinZipDatasets, TokenBlockDataset, data_utils
 
+from .batching import CompleteBatchesMixin
 from .masking import MaskedLMConfig, mask_tokens
 
 
@@ -59,6 +60,9 @@ class LMObjectiveDataset(FairseqDataset):
     def size(self, index):
         return self.dataset.sizes[index]
 
+    def num_tokens_vec(self, indices):
+        return np.asarray(self.dataset.sizes)[indices]
+
     def ordered_indices(self):
         return np.random.permutation(len(self))
 
@@ -107,7 +111,7 @@ class LMObjectiveDataset(FairseqDataset):
         }
 
 
-class ObjectiveZipDataset(RoundRobinZipDatasets):
+class ObjectiveZipDataset(CompleteBatchesMixin, RoundRobinZipDatasets):
     """One item of every objective per index (smaller datasets cycle), filtered per objective."""
 
     def filter_indices_by_size(self, indices, max_positions=None):
@@ -126,6 +130,15 @@ class ObjectiveZipDataset(RoundRobinZipDatasets):
                 logging.getLogger(__name__).warning(f"{key}: {int((~keep).sum())} samples longer than {limit} skipped")
             self._ordered_indices[key] = order[keep]
         return np.arange(len(self)), []
+
+    def num_tokens_vec(self, indices):
+        """Vectorised ``num_tokens`` (fairseq's per-index batching path drops a short last batch)."""
+        sizes = []
+        for key, dataset in self.datasets.items():
+            order = self._ordered_indices[key]
+            s = np.asarray(dataset.sizes)[order[np.asarray(indices) % len(order)]]
+            sizes.append(s.max(axis=1) if s.ndim == 2 else s)
+        return np.max(sizes, axis=0)
 
     def ordered_indices(self):
         self._ordered_indices = None  # the parent caches the first order forever

@@ -26,6 +26,7 @@ from torch import Tensor
 from omegaconf import II
 
 from fairseq.dataclass import FairseqDataclass
+from xlm_fairseq.errors import XLMUserError
 from fairseq.models import (
     FairseqEncoder,
     FairseqEncoderDecoderModel,
@@ -405,7 +406,7 @@ class XLMModel(FairseqEncoderDecoderModel):
         if not getattr(task, "builds_decoder", False):
             return cls(cfg, XLMEncoder(dictionary, stack("encoder", False, True)))
         if cfg.decoder_embed_dim != cfg.encoder_embed_dim:
-            raise ValueError("--decoder-embed-dim must equal --encoder-embed-dim (one pretrained LM)")
+            raise XLMUserError("--decoder-embed-dim must equal --encoder-embed-dim (one pretrained LM)")
         # the encoder of a translation model never predicts words: no output layer, no unused bias
         encoder = XLMEncoder(dictionary, stack("encoder", False, False))
         decoder = XLMDecoder(dictionary, stack("decoder", True, True))
@@ -457,7 +458,7 @@ class XLMModel(FairseqEncoderDecoderModel):
             for name in own:
                 if name in lm_state:
                     if own[name].shape != lm_state[name].shape:
-                        raise ValueError(
+                        raise XLMUserError(
                             f"pretrained parameter {name} has shape {tuple(lm_state[name].shape)}, "
                             f"the {side} expects {tuple(own[name].shape)}"
                         )
@@ -465,7 +466,7 @@ class XLMModel(FairseqEncoderDecoderModel):
                 elif name.startswith(("encoder_attn.", "layer_norm15.")):
                     fresh.append(f"{side}.{name}")
                 else:
-                    raise ValueError(f"pretrained checkpoint lacks {name} needed by the {side}")
+                    raise XLMUserError(f"pretrained checkpoint lacks {name} needed by the {side}")
             module.load_state_dict(own)
         return fresh
 

@@ -31,6 +31,7 @@ from fairseq.data.language_pair_dataset import collate as collate_pairs
 from fairseq.dataclass import FairseqDataclass
 
 from xlm_fairseq.data import ObjectiveZipDataset, add_noise
+from xlm_fairseq.data.batching import CompleteBatchesMixin
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks import parse_lang_list, register_task_replacing
 from xlm_fairseq.tasks.base import XLMTask
@@ -104,7 +105,7 @@ class PrependEosDataset(BaseWrapperDataset):
         return torch.cat([torch.LongTensor([self.eos]), self.dataset[index]])
 
 
-class LangTagDataset(BaseWrapperDataset):
+class LangTagDataset(CompleteBatchesMixin, BaseWrapperDataset):
     """A LanguagePairDataset whose batches carry ``src_langs`` / ``tgt_langs`` (one id per sentence)."""
 
     def __init__(self, dataset: LanguagePairDataset, src_lang_id: int, tgt_lang_id: int):
@@ -120,6 +121,10 @@ class LangTagDataset(BaseWrapperDataset):
     @property
     def sizes(self):
         return self.dataset.sizes
+
+    def num_tokens_vec(self, indices):
+        # without it fairseq batches through a per-index path that loses the last short batch
+        return self.dataset.num_tokens_vec(indices)
 
     def filter_indices_by_size(self, indices, max_sizes):
         return self.dataset.filter_indices_by_size(indices, max_sizes)
@@ -158,7 +163,7 @@ class TranslationLMConfig(FairseqDataclass):
     )
     eval_bleu: bool = field(default=True, metadata={"help": "compute BLEU (sacrebleu, detokenised) in validation"})
     eval_bleu_print_samples: bool = field(default=False, metadata={"help": "log one hypothesis/reference per direction"})
-    max_positions: int = field(default=256, metadata={"help": "longest sentence (subwords) trained on"})
+    max_sentence_len: int = field(default=250, metadata={"help": "sentences longer than this (subwords) are skipped in training"})
     source_lang: Optional[str] = field(default=None, metadata={"help": "generation source language", "argparse_alias": "-s"})
     target_lang: Optional[str] = field(default=None, metadata={"help": "generation target language", "argparse_alias": "-t"})
     seed: int = II("common.seed")
@@ -206,6 +211,15 @@ class TranslationLMTask(XLMTask):
             self._check_steps()
 
     # parsing needs the language list, which generate may only learn from the checkpoint
+    @property
+    def bpe_symbol(self) -> str:
+        """How subwords are joined back: sentencepiece data-bins (preprocess/) or XLM's fastBPE
+        ('@@ ' continuation, data encoded with --bpe-codes for the released models)."""
+        import os
+
+        data = self.cfg.data.split(os.pathsep)[0]
+        return "sentencepiece" if os.path.exists(os.path.join(data, "spm.model")) else "@@ "
+
     def _check_steps(self):
         self.ae_steps = self._langs_of(self.cfg.ae_steps, "--ae-steps", 1)
         self.bt_steps = self._langs_of(self.cfg.bt_steps, "--bt-steps", 3)
@@ -339,9 +353,9 @@ class TranslationLMTask(XLMTask):
         """XLM's online BT: greedy translation src->mid with the model in eval mode and no gradient;
         returns the training batch mid->src (generated sentences as source, originals as target)."""
         model = getattr(model, "module", model)
+        was_training = model.training  # before building the generator: SequenceGenerator calls eval()
         if self._bt_generator is None or self._bt_generator.model.single_model is not model:
             self._bt_generator = self._generator(model, self.cfg.bt_max_len_a, self.cfg.bt_max_len_b)
-        was_training = model.training
         model.eval()
         with torch.no_grad():
             hypos = self._bt_generator.generate([model], batch)
@@ -403,7 +417,7 @@ class TranslationLMTask(XLMTask):
         tgt = key.split("-")[-1]
 
         def text(tokens, unk):
-            s = self.dictionary.string(tokens.int().cpu(), "sentencepiece", unk_string=unk)
+            s = self.dictionary.string(tokens.int().cpu(), self.bpe_symbol, unk_string=unk)
             return detokenize(s, tgt)
 
         hyps = [text(h[0]["tokens"], "UNKNOWNTOKENINHYP") for h in hypos]
@@ -433,4 +447,4 @@ class TranslationLMTask(XLMTask):
             metrics.log_derived(f"bleu_{direction}", lambda m, d=direction: corpus_bleu_from_meters(m, d))
 
     def max_positions(self):
-        return (self.cfg.max_positions, self.cfg.max_positions)
+        return (self.cfg.max_sentence_len, self.cfg.max_sentence_len)

@@ -1,0 +1,167 @@
+"""translation_lm through fairseq's CLI and API: init from a pretrained LM, back-translation, UNMT
+over three languages, generation in every direction, resume with schedules, errors."""
+
+import re
+import sys
+
+import pytest
+import torch
+
+from conftest import ROOT, fairseq, json_logs, run
+
+UNMT_ARGS = [
+    "--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm", "--arch", "xlm_tiny", "--cpu",
+    "--optimizer", "adam", "--lr", "0.0005", "--max-tokens", "1500", "--num-workers", "0", "--seed", "1",
+    "--log-format", "json", "--no-epoch-checkpoints", "--max-sentence-len", "128",
+]
+
+
+def _load(path, data_bin, **overrides):
+    from fairseq import checkpoint_utils
+
+    import xlm_fairseq  # noqa: F401  (registers the tasks the checkpoint names)
+
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides={"data": str(data_bin), **overrides})
+    return models[0], task
+
+
+@pytest.fixture(scope="module")
+def unmt(pretrained, data_bin, tmp_path_factory):
+    """AE + BT on monolingual data only (en, de, ro), initialised from the pretrained LM."""
+    save = tmp_path_factory.mktemp("unmt")
+    proc = fairseq("train", data_bin, *UNMT_ARGS, "--langs", "en,de,ro", "--ae-steps", "en,de,ro",
+                   "--bt-steps", "en-de-en,de-en-de,en-ro-en,ro-en-ro", "--lambda-ae", "0:1,40:0.25",
+                   "--valid-lang-pairs", "en-de,de-en,en-ro,ro-en", "--max-update", "30", "--validate-interval-updates", "30",
+                   "--pretrained-xlm-checkpoint", pretrained, "--save-dir", save, "--log-interval", "1")
+    return save, proc.stdout + proc.stderr
+
+
+def test_init_copies_the_lm_into_encoder_and_decoder_except_cross_attention(pretrained, data_bin, unmt):
+    from xlm_fairseq.models.xlm import XLMModel
+
+    _, task = _load(unmt[0] / "checkpoint_last.pt", data_bin)
+    task.cfg.pretrained_xlm_checkpoint = str(pretrained)
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"_name": "xlm_tiny", "encoder_embed_dim": 64, "encoder_layers": 2, "encoder_attention_heads": 4,
+                            "encoder_ffn_embed_dim": 256, "decoder_embed_dim": 64, "decoder_layers": 2, "decoder_attention_heads": 4,
+                            "decoder_ffn_embed_dim": 256, "dropout": 0.1, "attention_dropout": 0.1, "max_positions": 512,
+                            "sinusoidal_embeddings": False, "no_lang_emb": False, "langs": "en,de,ro", "share_all_embeddings": False})
+    model = task.build_model(cfg)
+    assert isinstance(model, XLMModel)
+    lm = torch.load(pretrained)["model"]
+    checked = fresh = 0
+    for side in ("encoder", "decoder"):
+        for name, value in getattr(model, side).transformer.state_dict().items():
+            if name.startswith(("encoder_attn.", "layer_norm15.")):
+                fresh += 1
+                continue
+            assert torch.equal(value, lm["encoder.transformer." + name]), (side, name)
+            checked += 1
+    assert checked > 40 and fresh == 2 * (8 + 2)
+    assert model.encoder.transformer.pred_layer is None  # the encoder of a translation model predicts nothing
+
+
+def test_vocabulary_mismatch_fails_clearly(pretrained, tmp_path):
+    raw = tmp_path / "raw.en"
+    raw.write_text("".join(f"sentence number {i} with some words\n" for i in range(300)), encoding="utf-8")
+    other = tmp_path / "other-bin"
+    run([sys.executable, "-m", "preprocess.prepare", other, "--langs", "en", "--mono", f"train:en={raw}", "--vocab-size", "60", "--quiet"])
+    proc = fairseq("train", other, *UNMT_ARGS, "--langs", "en", "--ae-steps", "en", "--max-update", "1", "--disable-validation",
+                   "--pretrained-xlm-checkpoint", pretrained, "--save-dir", tmp_path / "c", ok=False)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-2000:]
+    assert "vocabulary" in errors[0] and str(pretrained) in errors[0]
+
+
+def test_unmt_trains_every_objective_and_validates_every_direction(unmt):
+    save, log = unmt
+    train = json_logs(log, "train")[-1]
+    for key in ("ae_en", "ae_de", "ae_ro", "bt_en-de-en", "bt_de-en-de", "bt_en-ro-en", "bt_ro-en-ro"):
+        assert f"train_{key}_loss" in train, key
+    valid = json_logs(log, "valid")[-1]
+    for direction in ("en-de", "de-en", "en-ro", "ro-en"):
+        assert f"valid_bleu_{direction}" in valid and f"valid_mt_{direction}_ppl" in valid, direction
+    inner = json_logs(log, "train_inner")
+    # the 10th update is made with update_num 9 (fairseq counts updates done before this one)
+    assert int(inner[9]["num_updates"]) == 10
+    assert float(inner[9]["lambda_ae"]) == pytest.approx(1 - 0.75 * 9 / 40, abs=1e-3)
+
+
+def test_resume_continues_the_schedule(unmt, pretrained, data_bin, tmp_path):
+    import shutil
+
+    save = tmp_path / "resume"
+    shutil.copytree(unmt[0], save)
+    proc = fairseq("train", data_bin, *UNMT_ARGS, "--langs", "en,de,ro", "--ae-steps", "en,de,ro",
+                   "--bt-steps", "en-de-en,de-en-de,en-ro-en,ro-en-ro", "--lambda-ae", "0:1,40:0.25", "--disable-validation",
+                   "--max-update", "33", "--pretrained-xlm-checkpoint", pretrained, "--save-dir", save, "--log-interval", "1")
+    inner = json_logs(proc.stdout + proc.stderr, "train_inner")
+    assert [int(r["num_updates"]) for r in inner] == [31, 32, 33]
+    # trainer passes update_num = num_updates - 1 for the update being made
+    assert float(inner[0]["lambda_ae"]) == pytest.approx(1 - 0.75 * 30 / 40, abs=1e-3)
+
+
+def _generate(data_bin, ckpt, src, tgt, *extra):
+    proc = fairseq("generate", data_bin, "--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm", "-s", src, "-t", tgt,
+                   "--gen-subset", "test", "--path", ckpt, "--max-tokens", "4000", "--cpu", *extra)
+    hyps = {}
+    for line in proc.stdout.splitlines():
+        if line.startswith("H-"):
+            idx, _, text = line[2:].split("\t")
+            hyps[int(idx)] = text
+    return hyps, proc.stdout
+
+
+@pytest.mark.parametrize("src,tgt", [("de", "en"), ("en", "de"), ("en", "ro"), ("ro", "en")])
+def test_generate_every_direction_and_score(unmt, data_bin, src, tgt):
+    hyps, out = _generate(data_bin, unmt[0] / "checkpoint_last.pt", src, tgt, "--beam", "5", "--remove-bpe", "sentencepiece")
+    assert len(hyps) == 60
+    m = re.search(r"BLEU4? = ([0-9.]+)", out)
+    assert m, out[-500:]
+    import sacrebleu
+
+    refs = []
+    for line in out.splitlines():
+        if line.startswith("T-"):
+            refs.append(line.split("\t")[1])
+    score = sacrebleu.corpus_bleu([hyps[i] for i in sorted(hyps)], [refs[:0] or [r for r in refs]])
+    assert 0 <= score.score <= 100
+
+
+def test_back_translation_is_greedy_generation_in_the_other_language(unmt, data_bin):
+    model, task = _load(unmt[0] / "checkpoint_last.pt", data_bin, source_lang="en", target_lang="de")
+    task.load_dataset("test")
+    ds = task.dataset("test")
+    batch = ds.collater([ds[i] for i in range(16)])
+    model.train()
+    model.zero_grad()
+    modes = []
+    handle = model.encoder.transformer.register_forward_pre_hook(lambda m, a: modes.append((m.training, torch.is_grad_enabled())))
+    out = task.back_translate(model, batch, src_lang_id=task.lang2id["en"], mid_lang_id=task.lang2id["de"])
+    handle.remove()
+    assert modes and all(mode == (False, False) for mode in modes), "generation runs in eval mode without gradient"
+    assert model.training, "training mode restored"
+    assert all(p.grad is None for p in model.parameters())
+    assert not out["net_input"]["src_tokens"].requires_grad
+    assert out["net_input"]["src_langs"].tolist() == [task.lang2id["de"]] * 16  # generated side is German
+    assert out["net_input"]["tgt_langs"].tolist() == [task.lang2id["en"]] * 16  # reconstruct English
+    # the generated sentences are exactly what fairseq-generate --beam 1 produces with the same limits
+    hyps, _ = _generate(data_bin, unmt[0] / "checkpoint_last.pt", "en", "de", "--beam", "1", "--max-len-a", "1.3", "--max-len-b", "5")
+    pad, eos = task.dictionary.pad(), task.dictionary.eos()
+    for row, sid in zip(out["net_input"]["src_tokens"], out["id"].tolist()):
+        tokens = [t for t in row.tolist() if t != pad]
+        assert tokens[0] == eos
+        assert task.dictionary.string(torch.tensor(tokens[1:])) == hyps[sid], sid
+    # and the target of the new batch is the original English sentence
+    originals = {int(i): t for i, t in zip(batch["id"], batch["target"])}
+    for row, sid in zip(out["target"], out["id"].tolist()):
+        assert torch.equal(row[row.ne(pad)], originals[sid][originals[sid].ne(pad)])
+
+
+def test_zero_weight_objective_costs_nothing(pretrained, data_bin, tmp_path):
+    proc = fairseq("train", data_bin, *UNMT_ARGS, "--langs", "en,de,ro", "--ae-steps", "en,de", "--bt-steps", "en-de-en",
+                   "--lambda-bt", "0", "--max-update", "3", "--disable-validation", "--pretrained-xlm-checkpoint", pretrained,
+                   "--save-dir", tmp_path / "c", "--log-interval", "1")
+    inner = json_logs(proc.stdout + proc.stderr, "train_inner")
+    assert "ae_en_loss" in inner[-1] and "bt_en-de-en_loss" not in inner[-1]
