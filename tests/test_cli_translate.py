@@ -168,3 +168,22 @@ def test_zero_weight_objective_costs_nothing(pretrained, data_bin, tmp_path):
                    "--save-dir", tmp_path / "c", "--log-interval", "1")
     inner = json_logs(proc.stdout + proc.stderr, "train_inner")
     assert "ae_en_loss" in inner[-1] and "bt_en-de-en_loss" not in inner[-1]
+
+
+def test_interactive_translates_raw_text(unmt, data_bin):
+    """fairseq-interactive: raw text -> Moses + sentencepiece -> model -> detokenised text."""
+    import subprocess
+
+    from conftest import BIN
+
+    lines = ["Legen Sie eine bestimmte Druckreihenfolge der Seiten fest.", "Klicken Sie auf Drucken."]
+    proc = subprocess.run(
+        [str(BIN / "fairseq-interactive"), str(data_bin), "--user-dir", str(ROOT / "xlm_fairseq"), "--task", "translation_lm",
+         "-s", "de", "-t", "en", "--path", str(unmt[0] / "checkpoint_last.pt"), "--beam", "2", "--cpu",
+         "--tokenizer", "moses", "--moses-no-escape", "--bpe", "sentencepiece", "--sentencepiece-model", str(data_bin / "spm.model")],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sources = [l.split("\t")[1] for l in proc.stdout.splitlines() if l.startswith("S-")]
+    detok = [l.split("\t")[2] for l in proc.stdout.splitlines() if l.startswith("D-")]
+    assert len(detok) == 2 and sources[0].startswith("▁Legen ▁Sie")
+    assert all("▁" not in d for d in detok)

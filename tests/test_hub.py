@@ -198,10 +198,9 @@ def test_spm_checkpoint_exports_to_hf(spm_dir, tmp_path):
 
 
 def test_spm_pipeline_is_preprocess_own(spm_dir):
-    """The hub tokenises as preprocess/ did; its stand-in (used without preprocess/) agrees."""
+    """The hub tokenises as preprocess/ did."""
     from preprocess import normalize_and_tokenize
 
     tok = XLMModel.from_pretrained(spm_dir, checkpoint_file="checkpoint_best.pt").tokenizer
     for text, lang in (("Hello, “world”… it's 3.5 km!", "en"), ("Şi ţara,\tîn «pace».", "ro"), ("Straße (groß)？", "de")):
         assert tok.words(text, lang) == normalize_and_tokenize(text, lang).split()
-        assert tok._local_normalize(text, lang) == normalize_and_tokenize(text, lang), (text, lang)

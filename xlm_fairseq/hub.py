@@ -99,16 +99,6 @@ def lowercase_and_remove_accent(text: str) -> str:
     return "".join(ch for ch in text if unicodedata.category(ch) != "Mn").lower()
 
 
-_RO_CEDILLA_TO_COMMA = str.maketrans("şŞţŢ", "șȘțȚ")
-_RO_DIACRITICS = str.maketrans("șȘțȚăĂâÂîÎ", "sStTaAaAiI")
-
-
-def romanian_normalize(text: str, remove_diacritics: bool) -> str:
-    """WMT16 Romanian normalisation (cedilla -> comma below), optionally without diacritics."""
-    text = unicodedata.normalize("NFC", text).translate(_RO_CEDILLA_TO_COMMA)
-    return text.translate(_RO_DIACRITICS) if remove_diacritics else text
-
-
 class XLMBPETokenizer:
     """XLM's text pipeline with fastBPE codes (``a b count`` per line, ``</w>`` marks word ends).
 
@@ -160,7 +150,9 @@ class XLMBPETokenizer:
         # deleted, not spaced, as Hugging Face's XLMTokenizer does
         text = remove_non_printing(self.moses.normalize(text, lang), replacement="")
         if _base_lang(lang) == "ro":
-            text = romanian_normalize(text, remove_diacritics=True)  # XLM's en-ro model
+            from preprocess import normalize_romanian, remove_romanian_diacritics
+
+            text = remove_romanian_diacritics(normalize_romanian(text))  # XLM's en-ro model
         words = self.moses.tokenize(text, lang)
         if self.lowercase:
             words = [lowercase_and_remove_accent(w) for w in words]
@@ -187,23 +179,10 @@ class SentencePieceTokenizer:
 
         self.sp = spm.SentencePieceProcessor(model_file=spm_path)
         self.ro_remove_diacritics = ro_remove_diacritics
-        self.moses = moses or _Moses()
-        try:  # the very code that made the data-bin
-            from preprocess import detokenize, normalize_and_tokenize
+        # the very code that made the data-bin (preprocess/ is installed with this package)
+        from preprocess import detokenize, normalize_and_tokenize
 
-            self._normalize, self._detokenize = normalize_and_tokenize, detokenize
-        except ImportError:  # preprocess/ not installed: the same steps, done here
-            self._normalize, self._detokenize = self._local_normalize, self._local_detokenize
-
-    def _local_normalize(self, text: str, lang: str, ro_remove_diacritics: bool = False) -> str:
-        text = remove_non_printing(self.moses.normalize(text, lang))
-        if _base_lang(lang) == "ro":
-            text = romanian_normalize(text, ro_remove_diacritics)
-        text = " ".join(text.split())
-        return " ".join(self.moses.tokenize(text, lang)) if text else ""
-
-    def _local_detokenize(self, text: str, lang: str) -> str:
-        return self.moses.detokenize(text.split(), lang)
+        self._normalize, self._detokenize = normalize_and_tokenize, detokenize
 
     def words(self, text: str, lang: str) -> List[str]:
         return self._normalize(text, lang, self.ro_remove_diacritics).split()

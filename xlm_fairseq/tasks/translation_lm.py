@@ -329,6 +329,19 @@ class TranslationLMTask(XLMTask):
         )
         return LangTagDataset(pair, self.lang2id[self.cfg.source_lang], self.lang2id[self.cfg.target_lang])
 
+    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
+        # fairseq-interactive rebuilds net_input from src_tokens/src_lengths only: restore the
+        # languages of the -s/-t direction
+        net_input = sample["net_input"]
+        if "tgt_langs" not in net_input:
+            if not (self.cfg.source_lang and self.cfg.target_lang):
+                raise XLMUserError("give the direction with -s SRC -t TGT")
+            bsz = net_input["src_tokens"].size(0)
+            device = net_input["src_tokens"].device
+            net_input["src_langs"] = torch.full((bsz,), self.lang2id[self.cfg.source_lang], dtype=torch.long, device=device)
+            net_input["tgt_langs"] = torch.full((bsz,), self.lang2id[self.cfg.target_lang], dtype=torch.long, device=device)
+        return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints)
+
     # ---- model ---------------------------------------------------------------------------
 
     def build_model(self, cfg, from_checkpoint=False):
