@@ -185,5 +185,5 @@ def test_interactive_translates_raw_text(unmt, data_bin):
     assert proc.returncode == 0, proc.stderr[-2000:]
     sources = [l.split("\t")[1] for l in proc.stdout.splitlines() if l.startswith("S-")]
     detok = [l.split("\t")[2] for l in proc.stdout.splitlines() if l.startswith("D-")]
-    assert len(detok) == 2 and sources[0].startswith("▁Legen ▁Sie")
+    assert len(detok) == 2 and sources[0].startswith("▁Le") and "▁Sie" in sources[0]
     assert all("▁" not in d for d in detok)
