@@ -350,7 +350,7 @@ class TranslationLMTask(XLMTask):
             from xlm_fairseq.pretrained import load_pretrained_lm_state
 
             lm = load_pretrained_lm_state(self.cfg.pretrained_xlm_checkpoint, self.dictionary, self.langs)
-            fresh = model.load_pretrained_lm({"encoder.transformer." + k[len("encoder.transformer."):]: v for k, v in lm.items()})
+            fresh = model.load_pretrained_lm(lm)
             logger.info(
                 f"encoder and decoder initialised from {self.cfg.pretrained_xlm_checkpoint}; "
                 f"random: {len(fresh)} tensors of encoder-decoder attention"
