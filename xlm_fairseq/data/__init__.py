@@ -1,6 +1,6 @@
 """Small datasets composed from fairseq's own: streams (MLM/CLM), TLM pairs, masking, noise, zip."""
 
-from .masking import MaskedLMConfig, mask_scores_from_counts, mask_tokens  # noqa: F401
+from .masking import MaskedLMConfig, mask_scores_from_counts, mask_tokens, seeded_generator  # noqa: F401
 from .noise import add_noise, word_blank, word_dropout, word_shuffle  # noqa: F401
 from .streams import LMObjectiveDataset, ObjectiveZipDataset, stream_dataset  # noqa: F401
 from .tlm import TLMPairDataset  # noqa: F401

@@ -25,6 +25,12 @@ class MaskedLMConfig:
     mask_scores: Optional[Tensor] = None  # count^-alpha per vocabulary entry; None: uniform
 
 
+def seeded_generator(seed: int, epoch: int, index: int) -> torch.Generator:
+    """A generator fixed by (seed, epoch, index): random draws of a sample or batch repeat exactly
+    after a resume, whatever the data-loader workers did before."""
+    return torch.Generator().manual_seed(hash((seed, epoch, int(index))) % (2 ** 31))
+
+
 def mask_scores_from_counts(counts: Sequence[int], pad_idx: int, alpha: float) -> Optional[Tensor]:
     """XLM's ``mask_scores``: max(count, 1)^-alpha, zero for padding and never-seen tokens."""
     if alpha == 0:

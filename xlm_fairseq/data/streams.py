@@ -1,6 +1,7 @@
 """Objective datasets: XLM's LM batches (MLM / CLM over streams or TLM pairs) and the zip of all
 objectives that one fairseq update draws from."""
 
+import logging
 
 import numpy as np
 import torch
@@ -8,7 +9,9 @@ import torch
 from fairseq.data import FairseqDataset, RoundRobinZipDatasets, TokenBlockDataset, data_utils
 
 from .batching import CompleteBatchesMixin
-from .masking import MaskedLMConfig, mask_tokens
+from .masking import MaskedLMConfig, mask_tokens, seeded_generator
+
+logger = logging.getLogger(__name__)
 
 
 def stream_dataset(dataset, tokens_per_sample: int, pad: int, eos: int) -> TokenBlockDataset:
@@ -89,7 +92,7 @@ class LMObjectiveDataset(FairseqDataset):
             positions = collate_right([s["positions"] for s in samples], 0)
 
         if self.objective == "mlm":
-            gen = torch.Generator().manual_seed(hash((self.seed, self.epoch, samples[0]["id"])) % (2 ** 31))
+            gen = seeded_generator(self.seed, self.epoch, samples[0]["id"])
             inputs, pred_mask, targets = mask_tokens(tokens, self.mask_cfg, gen)
         else:  # CLM: every position whose next token is real predicts it
             nxt = tokens.roll(-1, dims=1)
@@ -125,9 +128,7 @@ class ObjectiveZipDataset(CompleteBatchesMixin, RoundRobinZipDatasets):
             sizes = np.asarray(dataset.sizes)[order]
             keep = (sizes.max(axis=1) if sizes.ndim == 2 else sizes) <= limit
             if not keep.all():
-                import logging
-
-                logging.getLogger(__name__).warning(f"{key}: {int((~keep).sum())} samples longer than {limit} skipped")
+                logger.warning(f"{key}: {int((~keep).sum())} samples longer than {limit} skipped")
             self._ordered_indices[key] = order[keep]
         return np.arange(len(self)), []
 

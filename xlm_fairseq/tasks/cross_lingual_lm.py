@@ -33,7 +33,6 @@ from xlm_fairseq.tasks.base import XLMTask
 
 logger = logging.getLogger(__name__)
 
-XLMConfigError = XLMUserError  # kept as the name the task modules raise
 
 
 @dataclass
@@ -57,10 +56,10 @@ def parse_steps(value: str, langs: List[str], option: str):
     for item in parse_lang_list(value, option):
         parts = item.split("-")
         if len(parts) > 2 or not all(parts):
-            raise XLMConfigError(f"{option}: cannot parse '{item}' (expected a language or a pair like en-de)")
+            raise XLMUserError(f"{option}: cannot parse '{item}' (expected a language or a pair like en-de)")
         for lang in parts:
             if lang not in langs:
-                raise XLMConfigError(f"{option}: language '{lang}' is not in --langs {','.join(langs)}")
+                raise XLMUserError(f"{option}: language '{lang}' is not in --langs {','.join(langs)}")
         steps.append((parts[0], parts[1] if len(parts) == 2 else None))
     return steps
 
@@ -85,14 +84,14 @@ class XLMCrossLingualLMTask(XLMTask):
     def __init__(self, cfg: CrossLingualLMConfig, dictionary: Dictionary):
         super().__init__(cfg, dictionary)
         if not self.langs:
-            raise XLMConfigError("--langs is required, e.g. --langs en,de")
+            raise XLMUserError("--langs is required, e.g. --langs en,de")
         self.mlm_steps = parse_steps(cfg.mlm_steps, self.langs, "--mlm-steps")
         self.clm_steps = parse_steps(cfg.clm_steps, self.langs, "--clm-steps")
         if any(tgt is not None for _, tgt in self.clm_steps):
-            raise XLMConfigError("--clm-steps takes languages only")
+            raise XLMUserError("--clm-steps takes languages only")
         keep_rand = [float(x) for x in cfg.mask_keep_rand.split(",")]
         if len(keep_rand) != 3 or abs(sum(keep_rand) - 1) > 1e-6 or min(keep_rand) < 0:
-            raise XLMConfigError(f"--mask-keep-rand must be three non-negative numbers summing to 1, got {cfg.mask_keep_rand}")
+            raise XLMUserError(f"--mask-keep-rand must be three non-negative numbers summing to 1, got {cfg.mask_keep_rand}")
         self.mask_cfg = MaskedLMConfig(
             mask_idx=self.mask_idx,
             pad_idx=dictionary.pad(),
@@ -109,7 +108,7 @@ class XLMCrossLingualLMTask(XLMTask):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         if not self.objective_keys():
-            raise XLMConfigError("nothing to train: give --mlm-steps and/or --clm-steps")
+            raise XLMUserError("nothing to train: give --mlm-steps and/or --clm-steps")
         pad, eos = self.dictionary.pad(), self.dictionary.eos()
         datasets = OrderedDict()
         missing = []
@@ -134,15 +133,15 @@ class XLMCrossLingualLMTask(XLMTask):
                     logger.warning(f"{key} {split}: {pairs.n_dropped} pairs longer than --tokens-per-sample dropped")
                 datasets[key] = LMObjectiveDataset(pairs, objective, pad, None, self.mask_cfg, self.cfg.seed)
                 size = int(pairs.sizes.sum())
-            if split == getattr(self.cfg, "train_subset", "train") or split == "train":
+            if split == "train":
                 self.train_sizes[key] = size
             logger.info(f"{split} {key}: {len(datasets[key])} samples from {path}")
         if missing and split == "train":
-            raise XLMConfigError(f"missing training data: {', '.join(p + '.bin' for p in missing)}")
+            raise XLMUserError(f"missing training data: {', '.join(p + '.bin' for p in missing)}")
         for path in missing:
             logger.warning(f"no {split} data at {path}.bin; that objective is not validated")
         if not datasets:
-            raise XLMConfigError(f"no {split} data for any objective in {self.cfg.data}")
+            raise XLMUserError(f"no {split} data for any objective in {self.cfg.data}")
         self.datasets[split] = ObjectiveZipDataset(datasets)
 
     def build_model(self, cfg, from_checkpoint=False):

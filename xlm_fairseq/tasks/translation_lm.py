@@ -30,7 +30,7 @@ from fairseq.data import BaseWrapperDataset, LanguagePairDataset
 from fairseq.data.language_pair_dataset import collate as collate_pairs
 from fairseq.dataclass import FairseqDataclass
 
-from xlm_fairseq.data import ObjectiveZipDataset, add_noise
+from xlm_fairseq.data import ObjectiveZipDataset, add_noise, seeded_generator
 from xlm_fairseq.data.batching import CompleteBatchesMixin
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks import parse_lang_list, register_task_replacing
@@ -81,7 +81,7 @@ class NoisyDataset(BaseWrapperDataset):
         self.epoch = epoch
 
     def __getitem__(self, index):
-        gen = torch.Generator().manual_seed(hash((self.seed, self.epoch, int(index))) % (2 ** 31))
+        gen = seeded_generator(self.seed, self.epoch, int(index))
         return add_noise(self.dataset[index], self.eos, self.blank, self.shuffle, self.dropout, self.blank_prob, gen)
 
     @property
@@ -264,7 +264,7 @@ class TranslationLMTask(XLMTask):
             raise XLMUserError(f"missing monolingual data {self._path(split, lang)}.bin")
         return ds
 
-    def _pair(self, split, src, tgt, src_ds, tgt_ds, src_id=None, tgt_id=None, noisy=False):
+    def _pair(self, src, tgt, src_ds, tgt_ds, src_id=None, tgt_id=None, noisy=False):
         eos = self.dictionary.eos()
         if noisy:
             src_ds = NoisyDataset(
@@ -281,7 +281,7 @@ class TranslationLMTask(XLMTask):
         d_src, d_tgt, path = self._pair_datasets(split, src, tgt)
         if d_src is None:
             raise XLMUserError(f"no parallel {split} data for {src}-{tgt} (looked for {path}.bin)")
-        return self._pair(split, src, tgt, d_src, d_tgt)
+        return self._pair(src, tgt, d_src, d_tgt)
 
     def load_dataset(self, split, epoch=1, combine=False, task_cfg=None, **kwargs):
         if not self.langs and task_cfg is not None and task_cfg.get("langs"):
@@ -292,13 +292,13 @@ class TranslationLMTask(XLMTask):
             self.datasets[split] = self.direction_dataset(split, self.cfg.source_lang, self.cfg.target_lang)
             return
         datasets = OrderedDict()
-        if split == getattr(self.cfg, "train_subset", "train") or split == "train":
+        if split == "train":
             for lang in OrderedDict.fromkeys(l for (l,) in self.ae_steps):
                 mono = self._mono(split, lang)
-                datasets[f"ae_{lang}"] = self._pair(split, lang, lang, mono, mono, noisy=True)
+                datasets[f"ae_{lang}"] = self._pair(lang, lang, mono, mono, noisy=True)
             for a, b, c in self.bt_steps:
                 mono = self._mono(split, a)  # generation batch: a -> b; the training batch is built later
-                datasets[f"bt_{a}-{b}-{a}"] = self._pair(split, a, a, mono, mono, tgt_id=self.lang2id[b])
+                datasets[f"bt_{a}-{b}-{a}"] = self._pair(a, a, mono, mono, tgt_id=self.lang2id[b])
             for a, b in self.mt_steps:
                 datasets[f"mt_{a}-{b}"] = self.direction_dataset(split, a, b)
             if not datasets:
@@ -309,7 +309,7 @@ class TranslationLMTask(XLMTask):
                 if d_src is None:
                     logger.warning(f"no {split} parallel data for {a}-{b} ({path}.bin): not validated")
                     continue
-                datasets[f"mt_{a}-{b}"] = self._pair(split, a, b, d_src, d_tgt)
+                datasets[f"mt_{a}-{b}"] = self._pair(a, b, d_src, d_tgt)
             if not datasets:
                 raise XLMUserError(
                     f"no {split} parallel data for any of {', '.join(f'{a}-{b}' for a, b in self.valid_directions) or 'the trained directions'}"
