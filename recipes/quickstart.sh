@@ -145,6 +145,13 @@ for i in 1 2 3; do
   echo "  ref: $(sed -n "${i}p" "$WORK/raw/test.en-de.en")"
 done
 echo
+echo "What a run of this length shows: that every stage works end to end (preprocessing, pretraining,"
+echo "AE + back-translation, generation, scoring) and that the losses fall. What it cannot show: translation"
+echo "quality. Unsupervised MT needs far more compute to emerge (the paper: 8 GPUs for days); BLEU near 0 here"
+echo "is expected, and a difference of a few tenths between runs is noise. For what pretraining buys at a"
+echo "budget this machine can afford (reference log-probability per token and BLEU, UNMT and supervised,"
+echo "against random init and fairseq's transformer) run: bash recipes/ablation.sh (table in recipes/README.md)."
+echo
 echo "data-bin:    $DATA"
 echo "checkpoints: $WORK/checkpoints/{pretrain,unmt}"
 echo "outputs:     $WORK/out (fairseq-generate output, hypotheses, BLEU), logs: $WORK/logs"

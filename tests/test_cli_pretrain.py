@@ -27,6 +27,10 @@ def test_pretraining_end_to_end(data_bin, tmp_path):
         for metric in ("loss", "ppl", "acc"):
             assert f"valid_{key}_{metric}" in valid[-1], (key, metric, valid[-1].keys())
             assert f"train_{key}_{metric}" in train[-1]
+    # XLM's validation perplexity: the same positions, all shown as the mask token (harder)
+    for key in ("mlm_en", "mlm_de", "tlm_en-de"):
+        assert float(valid[-1][f"valid_{key}_fullmask_ppl"]) > float(valid[-1][f"valid_{key}_ppl"]), key
+    assert "valid_clm_en_fullmask_ppl" not in valid[-1]
     first, last = float(valid[0]["valid_mlm_en_ppl"]), float(valid[-1]["valid_mlm_en_ppl"])
     print(f"valid mlm_en_ppl: {first} at update {valid[0]['valid_num_updates']} -> {last} at {valid[-1]['valid_num_updates']}")
     assert last < 0.75 * first, (first, last)

@@ -82,6 +82,7 @@ def test_unmt_trains_every_objective_and_validates_every_direction(unmt):
     valid = json_logs(log, "valid")[-1]
     for direction in ("en-de", "de-en", "en-ro", "ro-en"):
         assert f"valid_bleu_{direction}" in valid and f"valid_mt_{direction}_ppl" in valid, direction
+        assert f"valid_bleu_tok_{direction}" in valid, direction  # XLM's multi-bleu scale
     inner = json_logs(log, "train_inner")
     # the 10th update is made with update_num 9 (fairseq counts updates done before this one)
     assert int(inner[9]["num_updates"]) == 10

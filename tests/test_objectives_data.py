@@ -14,6 +14,11 @@ from xlm_fairseq.tasks.translation_lm import parse_schedule, schedule_value
 from xlm_fairseq.errors import XLMUserError
 
 PAD, EOS, MASK, V = 1, 2, 5, 1000
+IS_WORD = torch.arange(V) >= 6  # ids 0..5: special symbols in these synthetic tests
+
+
+def _cfg(**kw):
+    return MaskedLMConfig(mask_idx=MASK, pad_idx=PAD, is_word=IS_WORD, **kw)
 
 
 def _tokens(n_rows=600, n_cols=256, seed=0):
@@ -28,10 +33,11 @@ def test_mlm_masking_rates_on_100k_tokens():
     tokens = _tokens()
     real = int(tokens.ne(PAD).sum())
     assert real >= 100_000
-    cfg = MaskedLMConfig(mask_idx=MASK, pad_idx=PAD, vocab_size=V)
+    cfg = _cfg()
     inputs, pred_mask, targets = mask_tokens(tokens, cfg, torch.Generator().manual_seed(1))
     assert not pred_mask[tokens.eq(PAD)].any(), "padding is never predicted"
-    rate = pred_mask.sum().item() / real
+    assert not pred_mask[:, 0].any(), "the first position of a block is never predicted (XLM)"
+    rate = pred_mask.sum().item() / (real - len(tokens))
     assert abs(rate - 0.15) <= 0.005, rate
     assert torch.equal(targets, tokens[pred_mask])
     seen = inputs[pred_mask]
@@ -49,10 +55,10 @@ def test_sample_alpha_weights_predictions_by_count_power():
     counts = [0] * V
     frequent, rare = 100, 200
     counts[frequent], counts[rare] = 9000, 1000
-    scores = mask_scores_from_counts(counts, PAD, alpha=0.5)
+    scores = mask_scores_from_counts(counts, IS_WORD, alpha=0.5)
     g = torch.Generator().manual_seed(0)
     tokens = torch.where(torch.rand(400, 256, generator=g) < 0.9, torch.tensor(frequent), torch.tensor(rare))
-    cfg = MaskedLMConfig(mask_idx=MASK, pad_idx=PAD, vocab_size=V, mask_scores=scores)
+    cfg = _cfg(mask_scores=scores)
     _, pred_mask, targets = mask_tokens(tokens, cfg, torch.Generator().manual_seed(3))
     assert pred_mask.sum().item() == math.ceil(0.15 * tokens.numel())
     p_rare = (tokens[pred_mask] == rare).float().mean().item() / (tokens == rare).float().mean().item()
@@ -60,16 +66,17 @@ def test_sample_alpha_weights_predictions_by_count_power():
     # per-occurrence selection ratio; drawing without replacement compresses it a little below 3
     ratio = p_rare / p_freq
     assert 2.4 < ratio < 3.2, ratio
-    uniform = MaskedLMConfig(mask_idx=MASK, pad_idx=PAD, vocab_size=V)
+    uniform = _cfg()
     _, pm, _ = mask_tokens(tokens, uniform, torch.Generator().manual_seed(3))
     u_ratio = ((tokens[pm] == rare).float().mean() / (tokens == rare).float().mean()).item()
     assert abs(u_ratio - 1) < 0.1, "alpha=0 does not favour rare tokens"
 
 
-def test_mask_scores_exclude_pad_and_unseen():
-    scores = mask_scores_from_counts([5, 5, 0, 16, 4], pad_idx=1, alpha=0.5)
+def test_mask_scores_exclude_specials_and_unseen():
+    is_word = torch.tensor([True, False, True, True, True])
+    scores = mask_scores_from_counts([5, 5, 0, 16, 4], is_word, alpha=0.5)
     assert scores.tolist() == [5 ** -0.5, 0.0, 0.0, 0.25, 0.5]
-    assert mask_scores_from_counts([1, 2], 1, 0) is None
+    assert mask_scores_from_counts([1, 2], is_word[:2], 0) is None
 
 
 class _Seqs:
@@ -89,21 +96,23 @@ class _Seqs:
 def test_tlm_sample_order_positions_and_languages():
     src = _Seqs([[10, 11, 12, EOS], [13, EOS]])
     tgt = _Seqs([[20, 21, EOS], [22, 23, 24, 25, EOS]])
-    ds = TLMPairDataset(src, tgt, src_lang_id=0, tgt_lang_id=1, eos=EOS, max_tokens=256)
+    ds = TLMPairDataset(src, tgt, src_lang_id=0, tgt_lang_id=1, eos=EOS, max_len=100)
     item = ds[0]
     assert item["tokens"].tolist() == [EOS, 10, 11, 12, EOS, EOS, 20, 21, EOS]
     assert item["positions"].tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 3]
     assert item["langs"].tolist() == [0, 0, 0, 0, 0, 1, 1, 1, 1]
     # batched: right padding, positions and langs padded alongside
-    cfg = MaskedLMConfig(mask_idx=MASK, pad_idx=PAD, vocab_size=V)
+    cfg = _cfg()
     batch = LMObjectiveDataset(ds, "mlm", PAD, mask_cfg=cfg).collater([dict(ds[i], id=i) for i in range(2)])
     net = batch["net_input"]
     assert net["positions"][1].tolist() == [0, 1, 2, 0, 1, 2, 3, 4, 5]
     assert net["src_langs"][1].tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 1]
     assert batch["ntokens"] == int(net["pred_mask"].sum()) == len(batch["target"])
-    # pairs too long for a block are dropped
+    # XLM's --max_len limits each side (subwords, </s> not counted), not the pair's total
     longer = _Seqs([[20, 21, EOS], [22, 23, 24, 25, 26, 27, EOS]])
-    assert len(TLMPairDataset(src, longer, 0, 1, EOS, max_tokens=9)) == 1
+    assert len(TLMPairDataset(src, longer, 0, 1, EOS, max_len=5)) == 1
+    assert len(TLMPairDataset(src, longer, 0, 1, EOS, max_len=6)) == 2
+    assert len(TLMPairDataset(longer, longer, 0, 1, EOS, max_len=6)) == 2  # 16 tokens in all
 
 
 def test_clm_batch_predicts_next_token():
@@ -114,27 +123,49 @@ def test_clm_batch_predicts_next_token():
     assert batch["target"].tolist() == [11, 12, EOS, EOS]
 
 
-@pytest.mark.parametrize("alpha", [0.5, 0.3, 1.0])
-def test_language_sampling_matches_p_alpha(alpha):
+def _lm_task(keys_sizes, alpha, step_per_objective=False):
     from types import SimpleNamespace
 
     from xlm_fairseq.tasks.cross_lingual_lm import XLMCrossLingualLMTask
 
-    sizes = {"mlm_en": 700_000, "mlm_de": 250_000, "mlm_ro": 50_000}
-    expected = sampling_probs(sizes, alpha)
-    p = np.array([700, 250, 50], dtype=float) / 1000
-    assert np.allclose(list(expected.values()), p ** alpha / (p ** alpha).sum())
     task = XLMCrossLingualLMTask.__new__(XLMCrossLingualLMTask)
-    task.cfg = SimpleNamespace(lg_sampling_factor=alpha, seed=1)
-    task.train_sizes = sizes
-    draws = []
-    for update in range(6000):
-        draws += task.sampled_keys(list(sizes), update)
-    for key, prob in expected.items():
-        freq = draws.count(key) / len(draws)
-        assert abs(freq - prob) <= 0.02, (key, freq, prob)
-    task.cfg.lg_sampling_factor = -1
-    assert task.sampled_keys(list(sizes), 0) == list(sizes), "-1: every language every update"
+    task.cfg = SimpleNamespace(lg_sampling_factor=alpha, seed=1, step_per_objective=step_per_objective)
+    task.train_sizes = dict(keys_sizes)
+    task.objective_keys = lambda: list(keys_sizes)
+    return task
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.3, 1.0, -1])
+def test_language_sampling_is_xlms_shuf_order(alpha):
+    """Per iteration min(5, n) draws with replacement per family, p^alpha by sentence counts;
+    at -1 uniform, still with replacement (XLM's shuf_order)."""
+    mono = {"mlm_en": 700_000, "mlm_de": 250_000, "mlm_ro": 50_000}
+    para = {"tlm_de-en": 30_000, "tlm_en-ro": 10_000}
+    task = _lm_task({**mono, **para}, alpha)
+    plans = [task.update_objectives(u)[0] for u in range(6000)]
+    assert {len(p) for p in plans} == {3 + 2}
+    assert all(all(k.startswith("mlm_") for k in p[:3]) and all(k.startswith("tlm_") for k in p[3:]) for p in plans)
+    for family in (mono, para):
+        expected = sampling_probs(family, alpha) if alpha != -1 else {k: 1 / len(family) for k in family}
+        draws = [k for p in plans for k in p if k in family]
+        for key, prob in expected.items():
+            assert abs(draws.count(key) / len(draws) - prob) <= 0.02, (key, draws.count(key) / len(draws), prob)
+    # with replacement: some iterations train a language twice and skip another
+    assert sum(len(set(p[:3])) < 3 for p in plans) > 1000
+    p = np.array([700, 250, 50], dtype=float) / 1000
+    assert np.allclose(list(sampling_probs(mono, 0.5).values()), p ** 0.5 / (p ** 0.5).sum())
+
+
+def test_at_most_five_draws_per_family_and_step_per_objective_walks_the_iteration():
+    langs = ["en", "de", "ro", "fr", "es", "it", "nl"]
+    task = _lm_task({f"mlm_{lang}": 1000 for lang in langs}, -1, step_per_objective=True)
+    assert task.iteration_length() == 5
+    plan = task.iteration_objectives(3)
+    assert len(plan) == 5
+    # --step-per-objective: updates 15..19 are iteration 3, one objective each, in the plan's order
+    steps = [task.update_objectives(u) for u in range(15, 20)]
+    assert [keys for keys, _ in steps] == [[k] for k in plan]
+    assert {it for _, it in steps} == {3}
 
 
 def test_word_shuffle_moves_tokens_less_than_k():

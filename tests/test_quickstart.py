@@ -18,6 +18,7 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     work = tmp_path / "qs"
     proc = _run(["--tiny", "--work-dir", str(work)])
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "cannot show" in proc.stdout and "recipes/ablation.sh" in proc.stdout  # says what a short run means
     for direction in ("de-en", "en-de"):
         line = [l for l in proc.stdout.splitlines() if l.startswith(direction)]
         assert line and re.search(r"BLEU\|nrefs:1\|.* = [0-9.]+", line[0]), proc.stdout[-1500:]

@@ -206,11 +206,21 @@ def main():
     p.add_argument("data_dir", nargs="?", default=os.path.join(repo, "..", "shared", "data"),
                    help="shared corpus directory (default: ../shared/data next to the repository)")
     p.add_argument("--out", default=here, help="output directory (default: recipes/data)")
+    p.add_argument("--pairs", default="en-de,en-ro", help="pairs to draw (default: en-de,en-ro)")
+    for split in ("mono", "train", "valid", "test"):
+        p.add_argument(f"--{split}", type=int, help=f"lines per {split} file instead of the sample's (a larger draw, same rules)")
     args = p.parse_args()
 
     used_by_train, held_out = set(), set()
     all_files = {}
     for cfg in (EN_DE, EN_RO):  # en-de first: en-ro then avoids its valid/test sentences
+        if cfg["pair"] not in args.pairs.split(","):
+            continue
+        cfg = dict(cfg)
+        for split in ("train", "valid", "test"):
+            cfg[split] = getattr(args, split) or cfg[split]
+        if args.mono:
+            cfg["mono"] = {lang: args.mono for lang in cfg["mono"]}
         all_files[cfg["pair"]] = build_pair(Sampler(args.data_dir, cfg), used_by_train, held_out)
     # en-de train/mono were drawn before en-ro's valid/test existed: check the global rule
     check(all_files)

@@ -12,7 +12,8 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 def log_objective_metrics(logging_outputs, round_to=3):
     """Per objective key (e.g. ``mlm_en``, ``tlm_en-de``): ``{key}_loss`` (base 2), ``{key}_ppl``,
     ``{key}_acc``; over all objectives: ``loss`` and ``ppl``. Logging outputs carry
-    ``{key}:loss`` (nat, summed), ``{key}:ntokens`` and ``{key}:correct``."""
+    ``{key}:loss`` (nat, summed), ``{key}:ntokens`` and ``{key}:correct``. Keys ending in
+    ``_fullmask`` (XLM's validation perplexity, a second look at the same tokens) stay out of the total."""
     keys = sorted({k.split(":")[0] for log in logging_outputs for k in log if k.endswith(":ntokens")})
     total_loss, total_n = 0.0, 0
     for key in keys:
@@ -21,7 +22,8 @@ def log_objective_metrics(logging_outputs, round_to=3):
         correct = sum(int(log.get(f"{key}:correct", 0)) for log in logging_outputs)
         if n == 0:
             continue
-        total_loss, total_n = total_loss + loss, total_n + n
+        if not key.endswith("_fullmask"):
+            total_loss, total_n = total_loss + loss, total_n + n
         metrics.log_scalar(f"{key}_loss", loss / n / math.log(2), n, round=round_to)
         metrics.log_derived(f"{key}_ppl", lambda m, k=key: utils.get_perplexity(m[f"{k}_loss"].avg))
         metrics.log_scalar(f"{key}_acc", 100.0 * correct / n, n, round=2)

@@ -1,28 +1,63 @@
 """XLM's MLM masking: which tokens are predicted, and what the model sees in their place.
 
-XLM (``Trainer.mask_out``): each non-pad token is predicted with probability ``mask_prob`` (15 %);
+XLM (``Trainer.mask_out``): each real token is predicted with probability ``mask_prob`` (15 %);
 with ``sample_alpha > 0`` exactly ceil(mask_prob * n) positions are drawn without replacement with
-weight count(token)^-alpha (rare tokens more often; tokens never seen in training never). A predicted
-token is replaced by the mask token / kept / replaced by a random vocabulary word with probabilities
-``mask_keep_rand`` (0.8, 0.1, 0.1).
+weight count(token)^-alpha (rare tokens more often). A predicted token is replaced by the mask
+token / kept / replaced by a random word with probabilities ``mask_keep_rand`` (0.8, 0.1, 0.1).
+The first position of a block is never predicted (XLM's ``pred_mask[0] = 0``).
+
+Special symbols (fairseq's ``<s> <pad> </s> <unk>``, XLM's ``<special0..9>``, fairseq's
+``madeupword`` fillers) are never predicted and never drawn as random replacements: XLM gives them
+count 0 (weight 0), while fairseq's ``Dictionary`` counts its four as 1 — which under count^-alpha
+would make them the most likely targets — and a random ``<pad>`` would be hidden from attention
+as padding here, where XLM attends to it as a word.
 """
 
 import math
+import re
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
+
+SPECIAL_SYMBOL_RE = re.compile(r"<special\d+>|madeupword\d+")
+FULL_MASK = (1.0, 0.0, 0.0)  # XLM's evaluation: every predicted position shows the mask token
 
 
 @dataclass
 class MaskedLMConfig:
     mask_idx: int
     pad_idx: int
-    vocab_size: int
+    is_word: Tensor  # bool per vocabulary id: a real word (may be predicted / drawn at random)
     mask_prob: float = 0.15
     mask_keep_rand: Tuple[float, float, float] = (0.8, 0.1, 0.1)
-    mask_scores: Optional[Tensor] = None  # count^-alpha per vocabulary entry; None: uniform
+    mask_scores: Optional[Tensor] = None  # count^-alpha per vocabulary id (0 for non-words); None: uniform
+
+    def __post_init__(self):
+        self.word_ids = self.is_word.nonzero().flatten()
+
+    @classmethod
+    def from_dictionary(cls, dictionary, mask_idx: int, mask_prob=0.15, mask_keep_rand=(0.8, 0.1, 0.1), sample_alpha=0.0):
+        is_word = word_flags(dictionary)
+        return cls(
+            mask_idx=mask_idx,
+            pad_idx=dictionary.pad(),
+            is_word=is_word,
+            mask_prob=mask_prob,
+            mask_keep_rand=tuple(mask_keep_rand),
+            mask_scores=mask_scores_from_counts(dictionary.count, is_word, sample_alpha),
+        )
+
+    def with_keep_rand(self, mask_keep_rand):
+        return MaskedLMConfig(self.mask_idx, self.pad_idx, self.is_word, self.mask_prob, tuple(mask_keep_rand), self.mask_scores)
+
+
+def word_flags(dictionary) -> Tensor:
+    """True for real words of a fairseq ``Dictionary``; False for its special symbols."""
+    flags = torch.tensor([not SPECIAL_SYMBOL_RE.fullmatch(sym) for sym in dictionary.symbols], dtype=torch.bool)
+    flags[: dictionary.nspecial] = False
+    return flags
 
 
 def seeded_generator(seed: int, epoch: int, index: int) -> torch.Generator:
@@ -31,39 +66,39 @@ def seeded_generator(seed: int, epoch: int, index: int) -> torch.Generator:
     return torch.Generator().manual_seed(hash((seed, epoch, int(index))) % (2 ** 31))
 
 
-def mask_scores_from_counts(counts: Sequence[int], pad_idx: int, alpha: float) -> Optional[Tensor]:
-    """XLM's ``mask_scores``: max(count, 1)^-alpha, zero for padding and never-seen tokens."""
+def mask_scores_from_counts(counts, is_word: Tensor, alpha: float) -> Optional[Tensor]:
+    """XLM's ``mask_scores``: max(count, 1)^-alpha, zero for special symbols and never-seen tokens."""
     if alpha == 0:
         return None
     counts = torch.tensor(list(counts), dtype=torch.float64)
     scores = counts.clamp(min=1).pow(-alpha)
-    scores[counts == 0] = 0
-    scores[pad_idx] = 0
+    scores[(counts == 0) | ~is_word] = 0
     return scores
 
 
 def mask_tokens(tokens: Tensor, cfg: MaskedLMConfig, generator: Optional[torch.Generator] = None):
     """tokens: B x T (right-padded). Returns (input with masks applied, pred_mask B x T bool, targets
     of the predicted positions in row-major order)."""
-    candidates = tokens.ne(cfg.pad_idx)
+    candidates = cfg.is_word[tokens]
+    candidates[:, 0] = False
     if cfg.mask_scores is None:
         pred_mask = torch.rand(tokens.shape, generator=generator) < cfg.mask_prob
         pred_mask &= candidates
     else:
-        weights = cfg.mask_scores.to(torch.float64)[tokens.flatten()]
-        n_pred = min(math.ceil(cfg.mask_prob * int(candidates.sum())), int((weights > 0).sum()))
+        weights = cfg.mask_scores.to(torch.float64)[tokens.flatten()] * candidates.flatten()
+        n_pred = min(math.ceil(cfg.mask_prob * int(tokens.ne(cfg.pad_idx).sum())), int((weights > 0).sum()))
         pred_mask = torch.zeros(tokens.numel(), dtype=torch.bool)
         if n_pred > 0:
             pred_mask[torch.multinomial(weights, n_pred, replacement=False, generator=generator)] = True
         pred_mask = pred_mask.view_as(tokens)
-    if not pred_mask.any():  # a batch must predict something; take the first real token
+    if not pred_mask.any() and candidates.any():  # a batch must predict something; take the first word
         pred_mask.view(-1)[candidates.view(-1).nonzero()[0]] = True
 
     targets = tokens[pred_mask]
     choice = torch.multinomial(
         torch.tensor(cfg.mask_keep_rand, dtype=torch.float), len(targets), replacement=True, generator=generator
     )
-    random_words = torch.randint(cfg.vocab_size, targets.shape, generator=generator)
+    random_words = cfg.word_ids[torch.randint(len(cfg.word_ids), targets.shape, generator=generator)]
     replaced = torch.where(choice == 0, torch.full_like(targets, cfg.mask_idx), targets)
     replaced = torch.where(choice == 2, random_words, replaced)
     inputs = tokens.clone()

@@ -8,6 +8,8 @@ import torch
 
 from fairseq.data import FairseqDataset, RoundRobinZipDatasets, TokenBlockDataset, data_utils
 
+from xlm_fairseq.errors import XLMUserError
+
 from .batching import CompleteBatchesMixin
 from .masking import MaskedLMConfig, mask_tokens, seeded_generator
 
@@ -30,10 +32,13 @@ class LMObjectiveDataset(FairseqDataset):
     Items of ``dataset`` are either token tensors (a monolingual stream: ``lang_id`` for all tokens,
     positions 0..T-1) or dicts with ``tokens``, ``langs``, ``positions`` (TLM pairs).
     Masking is drawn per batch, as XLM does, from a generator seeded by (seed, epoch, first id) so a
-    batch is the same after a resume.
+    batch is the same after a resume. With ``evaluation`` the draw ignores the epoch (every
+    validation sees the same positions, as XLM's evaluator) and MLM batches also carry
+    ``full_mask_tokens``: the same positions all replaced by the mask token (XLM's validation
+    perplexity, ``*_fullmask_ppl``).
     """
 
-    def __init__(self, dataset, objective: str, pad: int, lang_id=None, mask_cfg: MaskedLMConfig = None, seed=1):
+    def __init__(self, dataset, objective: str, pad: int, lang_id=None, mask_cfg: MaskedLMConfig = None, seed=1, evaluation=False):
         assert objective in ("mlm", "clm")
         assert objective == "clm" or mask_cfg is not None
         self.dataset = dataset
@@ -43,6 +48,7 @@ class LMObjectiveDataset(FairseqDataset):
         self.mask_cfg = mask_cfg
         self.seed = seed
         self.epoch = 1
+        self.evaluation = evaluation
 
     @property
     def sizes(self):
@@ -91,9 +97,12 @@ class LMObjectiveDataset(FairseqDataset):
         else:
             positions = collate_right([s["positions"] for s in samples], 0)
 
+        extra = {}
         if self.objective == "mlm":
-            gen = seeded_generator(self.seed, self.epoch, samples[0]["id"])
+            gen = seeded_generator(self.seed, 0 if self.evaluation else self.epoch, samples[0]["id"])
             inputs, pred_mask, targets = mask_tokens(tokens, self.mask_cfg, gen)
+            if self.evaluation:
+                extra["full_mask_tokens"] = tokens.masked_fill(pred_mask, self.mask_cfg.mask_idx)
         else:  # CLM: every position whose next token is real predicts it
             nxt = tokens.roll(-1, dims=1)
             pred_mask = nxt.ne(self.pad)
@@ -111,25 +120,39 @@ class LMObjectiveDataset(FairseqDataset):
                 "pred_mask": pred_mask,
             },
             "target": targets,
+            **extra,
         }
 
 
 class ObjectiveZipDataset(CompleteBatchesMixin, RoundRobinZipDatasets):
-    """One item of every objective per index (smaller datasets cycle), filtered per objective."""
+    """One item of every objective per index (smaller datasets cycle), filtered per objective:
+    by ``max_sizes`` (key -> limit on each column of the dataset's sizes, e.g. (source, target);
+    XLM's training length filter) and by fairseq's ``max_positions``."""
+
+    def __init__(self, datasets, max_sizes=None, **kwargs):
+        super().__init__(datasets, **kwargs)
+        self.max_sizes = max_sizes or {}
 
     def filter_indices_by_size(self, indices, max_positions=None):
-        if max_positions is None:
-            return indices, []
         for key, dataset in self.datasets.items():
-            limit = max_positions[key] if isinstance(max_positions, dict) else max_positions
-            if isinstance(limit, tuple):
-                limit = limit[0]
-            order = self._ordered_indices[key]
-            sizes = np.asarray(dataset.sizes)[order]
-            keep = (sizes.max(axis=1) if sizes.ndim == 2 else sizes) <= limit
-            if not keep.all():
-                logger.warning(f"{key}: {int((~keep).sum())} samples longer than {limit} skipped")
-            self._ordered_indices[key] = order[keep]
+            limits = [(self.max_sizes.get(key), "subword limit")]
+            if max_positions is not None:
+                limits.append((max_positions[key] if isinstance(max_positions, dict) else max_positions, "max positions"))
+            for limit, what in limits:
+                if limit is None:
+                    continue
+                order = self._ordered_indices[key]
+                sizes = np.asarray(dataset.sizes)[order]
+                if sizes.ndim == 2:
+                    limit = np.broadcast_to(np.asarray(limit, dtype=np.float64), (sizes.shape[1],))
+                    keep = (sizes <= limit[None, :]).all(axis=1)
+                else:
+                    keep = sizes <= (limit[0] if isinstance(limit, tuple) else limit)
+                if not keep.all():
+                    logger.info(f"{key}: {int((~keep).sum())} of {len(keep)} samples over the {what} ({limit}) skipped")
+                self._ordered_indices[key] = order[keep]
+                if not len(self._ordered_indices[key]):
+                    raise XLMUserError(f"{key}: no training sample is within the {what} ({limit})")
         return np.arange(len(self)), []
 
     def num_tokens_vec(self, indices):

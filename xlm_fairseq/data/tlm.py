@@ -8,16 +8,17 @@ from fairseq.data import FairseqDataset
 
 
 class TLMPairDataset(FairseqDataset):
-    """Items of ``src`` / ``tgt`` are ``w1 .. wn </s>`` (fairseq binarisation); pairs whose total
-    length exceeds ``max_tokens`` are dropped at construction (they would not fit a stream block)."""
+    """Items of ``src`` / ``tgt`` are ``w1 .. wn </s>`` (fairseq binarisation). Pairs with a side of
+    more than ``max_len`` subwords are dropped at construction (XLM's ``--max_len``, per side)."""
 
-    def __init__(self, src, tgt, src_lang_id: int, tgt_lang_id: int, eos: int, max_tokens: int):
+    def __init__(self, src, tgt, src_lang_id: int, tgt_lang_id: int, eos: int, max_len: int):
         assert len(src) == len(tgt), "parallel datasets differ in length"
         self.src, self.tgt = src, tgt
         self.src_lang_id, self.tgt_lang_id = src_lang_id, tgt_lang_id
         self.eos = eos
-        all_sizes = np.asarray(src.sizes) + np.asarray(tgt.sizes) + 2
-        self.index = np.nonzero(all_sizes <= max_tokens)[0]
+        src_sizes, tgt_sizes = np.asarray(src.sizes), np.asarray(tgt.sizes)
+        all_sizes = src_sizes + tgt_sizes + 2
+        self.index = np.nonzero((src_sizes - 1 <= max_len) & (tgt_sizes - 1 <= max_len))[0]
         self.n_dropped = len(src) - len(self.index)
         self.sizes = all_sizes[self.index]
 

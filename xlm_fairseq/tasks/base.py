@@ -2,9 +2,14 @@
 
 import logging
 import os
-from typing import List
+from dataclasses import dataclass, field
+from typing import List, Tuple
+
+import numpy as np
+from omegaconf import II
 
 from fairseq.data import Dictionary, data_utils, indexed_dataset
+from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask
 
 from xlm_fairseq.errors import XLMUserError
@@ -25,8 +30,35 @@ def load_dictionary(data: str) -> Dictionary:
     return dictionary
 
 
+@dataclass
+class XLMTaskConfig(FairseqDataclass):
+    """Options both tasks share."""
+
+    data: str = field(default="", metadata={"help": "data-bin made by preprocess/ (dict.txt, {split}.{lang}, {split}.{src}-{tgt}.{lang})"})
+    langs: str = field(default="", metadata={"help": "comma-separated languages; their order fixes the language ids (XLM sorts its --lgs)"})
+    pretrained_xlm_checkpoint: str = field(default="", metadata={"help": "start from this LM (our .pt, or a converter OUT_DIR)"})
+    max_sentence_len: int = field(
+        default=100, metadata={"help": "training sentences with more subwords than this on a side are dropped (XLM --max_len)"}
+    )
+    step_per_objective: bool = field(
+        default=False,
+        metadata={
+            "help": "XLM's loop: every update trains one objective, so each objective gets its own optimiser step, "
+            "--clip-norm and LR-schedule step (XLM: --clip-norm 5); default: one update = one step on the mean of all objectives"
+        },
+    )
+    seed: int = II("common.seed")
+
+
 class XLMTask(FairseqTask):
-    """Base of ``cross_lingual_lm`` and ``translation_lm``."""
+    """Base of ``cross_lingual_lm`` and ``translation_lm``.
+
+    Objectives are scheduled in XLM *iterations*: ``iteration_objectives(i)`` lists the objective
+    steps of iteration i in XLM's order. By default one fairseq update is one iteration (every
+    listed objective's mean loss back-propagated, one optimiser step on their mean); with
+    ``--step-per-objective`` one update is one objective step of the current iteration, exactly
+    XLM's loop, and iteration = update // ``iteration_length()``.
+    """
 
     criterion_name = "xlm_cross_entropy"
     builds_decoder = False
@@ -68,6 +100,35 @@ class XLMTask(FairseqTask):
             if indexed_dataset.dataset_exists(f"{prefix}.{a}", impl="mmap"):
                 return self._load(f"{prefix}.{a}"), self._load(f"{prefix}.{b}"), f"{prefix}.{a}"
         return None, None, self._path(split, f"{min(a, b)}-{max(a, b)}.{a}")
+
+    # ---- objective schedule ----------------------------------------------------------------
+
+    def iteration_objectives(self, iteration: int) -> List[str]:
+        raise NotImplementedError
+
+    def iteration_length(self) -> int:
+        """Objective steps per iteration (constant for a run)."""
+        raise NotImplementedError
+
+    def objective_weight(self, key: str, iteration: int) -> float:
+        return 1.0
+
+    def iteration_rng(self, iteration: int) -> np.random.RandomState:
+        """The same draws on every worker and after a resume."""
+        return np.random.RandomState((self.cfg.seed * 1000003 + iteration) % (2 ** 32))
+
+    def update_objectives(self, update_num: int) -> Tuple[List[str], int]:
+        """(objective keys the update trains, in order; its iteration). Objectives of weight 0 are
+        skipped (XLM's steps return at once); with --step-per-objective their slot goes to the next
+        objective of the iteration that has a weight."""
+        if not self.cfg.step_per_objective:
+            plan = self.iteration_objectives(update_num)
+            return [k for k in plan if self.objective_weight(k, update_num) > 0], update_num
+        length = self.iteration_length()
+        iteration, slot = divmod(update_num, length)
+        plan = self.iteration_objectives(iteration)
+        rotated = plan[slot:] + plan[:slot]
+        return [k for k in rotated if self.objective_weight(k, iteration) > 0][:1], iteration
 
     def build_criterion(self, cfg):
         """The task brings its own loss: ``--criterion`` may be left out (fairseq then passes its

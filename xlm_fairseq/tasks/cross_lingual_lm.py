@@ -2,9 +2,9 @@
 
 Objectives are named like XLM's options: ``--mlm-steps en,de,en-de`` (a language: MLM on its
 monolingual stream ``{split}.{lang}``; a pair: TLM on ``{split}.{src}-{tgt}.*``) and
-``--clm-steps en``. Every update takes one batch of each objective (after language sampling, see
-``--lg-sampling-factor``) and back-propagates each objective's mean token loss, so objectives weigh
-equally, as in XLM where each is its own optimiser step.
+``--clm-steps en``. Each XLM iteration draws its objectives as XLM's ``shuf_order`` does (see
+``--lg-sampling-factor``); how an iteration maps to fairseq updates and optimiser steps is
+``--step-per-objective`` (see ``XLMTask``).
 """
 
 import logging
@@ -14,40 +14,40 @@ from typing import Dict, List
 
 import numpy as np
 import torch
-from omegaconf import II
 
 from fairseq.data import Dictionary
-from fairseq.dataclass import FairseqDataclass
 
 from xlm_fairseq.data import (
     LMObjectiveDataset,
     MaskedLMConfig,
     ObjectiveZipDataset,
     TLMPairDataset,
-    mask_scores_from_counts,
     stream_dataset,
 )
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks import parse_lang_list, register_task_replacing
-from xlm_fairseq.tasks.base import XLMTask
+from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
 
 logger = logging.getLogger(__name__)
 
+MAX_DRAWS_PER_FAMILY = 5  # XLM's shuf_order(n=5)
 
 
 @dataclass
-class CrossLingualLMConfig(FairseqDataclass):
-    data: str = field(default="", metadata={"help": "data-bin made by preprocess/ (dict.txt, {split}.{lang}, {split}.{src}-{tgt}.{lang})"})
-    langs: str = field(default="", metadata={"help": "comma-separated languages; their order fixes the language ids (XLM --lgs)"})
+class CrossLingualLMConfig(XLMTaskConfig):
     mlm_steps: str = field(default="", metadata={"help": "MLM on languages (en,de) and TLM on pairs (en-de), comma-separated"})
     clm_steps: str = field(default="", metadata={"help": "causal LM on these languages, comma-separated"})
-    tokens_per_sample: int = field(default=256, metadata={"help": "tokens per stream block (XLM --bptt); TLM pairs longer than this are dropped"})
+    tokens_per_sample: int = field(default=256, metadata={"help": "tokens per stream block (XLM --bptt)"})
     mask_prob: float = field(default=0.15, metadata={"help": "fraction of tokens predicted (XLM --word_pred)"})
     mask_keep_rand: str = field(default="0.8,0.1,0.1", metadata={"help": "of predicted tokens: masked, kept, random (XLM --word_mask_keep_rand)"})
     sample_alpha: float = field(default=0.0, metadata={"help": "predict tokens with weight count^-alpha (XLM --sample_alpha); 0 = uniform"})
-    lg_sampling_factor: float = field(default=-1.0, metadata={"help": "sample languages with probability p^alpha (p: share of data); -1 = every language every update (XLM)"})
-    pretrained_xlm_checkpoint: str = field(default="", metadata={"help": "start from this checkpoint (our .pt, or a converter OUT_DIR)"})
-    seed: int = II("common.seed")
+    lg_sampling_factor: float = field(
+        default=-1.0,
+        metadata={
+            "help": "XLM's language sampling: each iteration draws min(5, n) objectives with replacement per family "
+            "(CLM, MLM, TLM), with probability p^alpha (p: share of training sentences); -1 = uniform"
+        },
+    )
 
 
 def parse_steps(value: str, langs: List[str], option: str):
@@ -89,18 +89,16 @@ class XLMCrossLingualLMTask(XLMTask):
         self.clm_steps = parse_steps(cfg.clm_steps, self.langs, "--clm-steps")
         if any(tgt is not None for _, tgt in self.clm_steps):
             raise XLMUserError("--clm-steps takes languages only")
-        keep_rand = [float(x) for x in cfg.mask_keep_rand.split(",")]
+        try:
+            keep_rand = [float(x) for x in cfg.mask_keep_rand.split(",")]
+        except ValueError:
+            keep_rand = []
         if len(keep_rand) != 3 or abs(sum(keep_rand) - 1) > 1e-6 or min(keep_rand) < 0:
             raise XLMUserError(f"--mask-keep-rand must be three non-negative numbers summing to 1, got {cfg.mask_keep_rand}")
-        self.mask_cfg = MaskedLMConfig(
-            mask_idx=self.mask_idx,
-            pad_idx=dictionary.pad(),
-            vocab_size=len(dictionary),
-            mask_prob=cfg.mask_prob,
-            mask_keep_rand=tuple(keep_rand),
-            mask_scores=mask_scores_from_counts(dictionary.count, dictionary.pad(), cfg.sample_alpha),
-        )
-        self.train_sizes: Dict[str, int] = {}  # objective key -> amount of training data (sampling)
+        if cfg.lg_sampling_factor != -1 and cfg.lg_sampling_factor <= 0:
+            raise XLMUserError(f"--lg-sampling-factor must be -1 (uniform) or > 0, got {cfg.lg_sampling_factor}")
+        self.mask_cfg = MaskedLMConfig.from_dictionary(dictionary, self.mask_idx, cfg.mask_prob, keep_rand, cfg.sample_alpha)
+        self.train_sizes: Dict[str, int] = {}  # objective key -> training sentences (language sampling)
 
     def objective_keys(self) -> List[str]:
         keys = [f"mlm_{a}" if b is None else f"tlm_{a}-{b}" for a, b in self.mlm_steps]
@@ -121,18 +119,22 @@ class XLMCrossLingualLMTask(XLMTask):
                     missing.append(path)
                     continue
                 stream = stream_dataset(mono, self.cfg.tokens_per_sample, pad, eos)
-                datasets[key] = LMObjectiveDataset(stream, objective, pad, self.lang2id[a], self.mask_cfg, self.cfg.seed)
-                size = int(mono.sizes.sum())
+                datasets[key] = LMObjectiveDataset(
+                    stream, objective, pad, self.lang2id[a], self.mask_cfg, self.cfg.seed, evaluation=split != "train"
+                )
+                size = len(mono)
             else:
                 d1, d2, path = self._pair_datasets(split, a, b)
                 if d1 is None or d2 is None:
                     missing.append(path)
                     continue
-                pairs = TLMPairDataset(d1, d2, self.lang2id[a], self.lang2id[b], eos, self.cfg.tokens_per_sample)
+                pairs = TLMPairDataset(d1, d2, self.lang2id[a], self.lang2id[b], eos, self.cfg.max_sentence_len)
                 if pairs.n_dropped:
-                    logger.warning(f"{key} {split}: {pairs.n_dropped} pairs longer than --tokens-per-sample dropped")
-                datasets[key] = LMObjectiveDataset(pairs, objective, pad, None, self.mask_cfg, self.cfg.seed)
-                size = int(pairs.sizes.sum())
+                    logger.info(f"{key} {split}: {pairs.n_dropped} pairs with a side over --max-sentence-len {self.cfg.max_sentence_len} dropped")
+                if not len(pairs):
+                    raise XLMUserError(f"{key} {split}: no pair within --max-sentence-len {self.cfg.max_sentence_len} in {path}")
+                datasets[key] = LMObjectiveDataset(pairs, objective, pad, None, self.mask_cfg, self.cfg.seed, evaluation=split != "train")
+                size = len(pairs)
             if split == "train":
                 self.train_sizes[key] = size
             logger.info(f"{split} {key}: {len(datasets[key])} samples from {path}")
@@ -154,36 +156,55 @@ class XLMCrossLingualLMTask(XLMTask):
             logger.info(f"initialised from {self.cfg.pretrained_xlm_checkpoint}")
         return model
 
-    # ---- language sampling ---------------------------------------------------------------
+    # ---- objective schedule (XLM's shuf_order) ---------------------------------------------
 
-    def sampled_keys(self, available: List[str], update_num: int) -> List[str]:
-        """Objectives this update trains on. alpha = -1: all (XLM's default); otherwise, per family
-        (mlm, tlm, clm), as many draws (with replacement) as the family has languages, with
-        probability p^alpha (XLM's ``shuf_order``). A key drawn twice counts twice."""
-        if self.cfg.lg_sampling_factor == -1:
-            return list(available)
-        rng = np.random.RandomState((self.cfg.seed * 1000003 + update_num) % (2 ** 32))
-        chosen = []
-        for family in ("mlm", "tlm", "clm"):
-            keys = [k for k in available if k.startswith(family + "_") and k in self.train_sizes]
+    def families(self) -> List[List[str]]:
+        """CLM, MLM (monolingual) and TLM (parallel) objectives: XLM samples each family apart."""
+        keys = self.objective_keys()
+        return [[k for k in keys if k.startswith(prefix)] for prefix in ("clm_", "mlm_", "tlm_")]
+
+    def iteration_length(self) -> int:
+        return sum(min(MAX_DRAWS_PER_FAMILY, len(f)) for f in self.families())
+
+    def iteration_objectives(self, iteration: int) -> List[str]:
+        """XLM's ``shuf_order`` per family: min(5, n) draws with replacement, uniform at
+        ``--lg-sampling-factor -1``, else p^alpha with p the share of training sentences."""
+        rng = self.iteration_rng(iteration)
+        plan = []
+        for keys in self.families():
             if not keys:
                 continue
-            probs = sampling_probs({k: self.train_sizes[k] for k in keys}, self.cfg.lg_sampling_factor)
-            chosen += list(rng.choice(keys, size=len(keys), replace=True, p=[probs[k] for k in keys]))
-        return chosen
+            p = None
+            if self.cfg.lg_sampling_factor != -1:
+                if any(k not in self.train_sizes for k in keys):
+                    raise XLMUserError("--lg-sampling-factor needs the training data loaded")
+                probs = sampling_probs({k: self.train_sizes[k] for k in keys}, self.cfg.lg_sampling_factor)
+                p = [probs[k] for k in keys]
+            plan += [keys[i] for i in rng.choice(len(keys), size=min(MAX_DRAWS_PER_FAMILY, len(keys)), replace=True, p=p)]
+        return plan
 
     # ---- steps ---------------------------------------------------------------------------
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         model.train()
         model.set_num_updates(update_num)
-        keys = self.sampled_keys(list(sample.keys()), update_num)
+        keys, _ = self.update_objectives(update_num)
         return self.run_objectives(sample, model, criterion, keys, optimizer=optimizer, ignore_grad=ignore_grad)
 
     def valid_step(self, sample, model, criterion):
+        """Our metrics (masking as in training) and XLM's validation perplexity (the same positions,
+        all replaced by the mask token): ``mlm_en_ppl`` and ``mlm_en_fullmask_ppl``."""
         model.eval()
         with torch.no_grad():
-            return self.run_objectives(sample, model, criterion, list(sample.keys()))
+            loss, sample_size, logs = self.run_objectives(sample, model, criterion, list(sample.keys()))
+            for key, batch in sample.items():
+                if batch and "full_mask_tokens" in batch:
+                    full = dict(batch, net_input=dict(batch["net_input"], src_tokens=batch["full_mask_tokens"]))
+                    _, _, log = criterion(model, full, key=f"{key}_fullmask")
+                    for k, v in log.items():
+                        if ":" in k:
+                            logs[k] = logs.get(k, 0) + v
+        return loss, sample_size, logs
 
     def max_positions(self):
-        return self.cfg.tokens_per_sample
+        return None  # the model's: stream blocks are --tokens-per-sample long, TLM positions restart per half

@@ -6,11 +6,12 @@ eval mode and without gradient, then train de->en to give back the original), ``
 supervised steps on parallel data. Each has a weight ``--lambda-ae/-bt/-mt``, a constant or XLM's
 piecewise-linear schedule ``0:1,100000:0.1,300000:0``; an objective whose weight is 0 is skipped.
 
-How objectives make an update: every update takes one batch of each objective with a non-zero
-weight and back-propagates ``lambda * mean token loss`` of each in turn; the optimiser then takes one
-step on the sum (fairseq's multilingual/online-BT style). XLM instead takes one optimiser step per
-objective; with Adam and small learning rates the two behave alike, and the summed step keeps
-fairseq's ``--update-freq``, fp16 and distributed training unchanged.
+An XLM iteration runs the AE, MT and BT objectives (each family in random order, as XLM). By
+default one fairseq update is one iteration: each objective with a non-zero weight back-propagates
+``lambda * mean token loss`` and the optimiser takes one step on their mean (fairseq's online-BT
+style). ``--step-per-objective`` is XLM's loop: one update per objective, so each gets its own Adam
+step, gradient clipping and LR-schedule step. Lambda schedules count iterations in both modes.
+Training sentences with a side over ``--max-sentence-len`` (100) subwords are dropped (XLM --max_len).
 
 With ``-s SRC -t TGT`` (fairseq-generate / fairseq-interactive) the task serves that one direction.
 """
@@ -23,18 +24,16 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
-from omegaconf import II
 
 from fairseq import metrics, utils
 from fairseq.data import BaseWrapperDataset, LanguagePairDataset
 from fairseq.data.language_pair_dataset import collate as collate_pairs
-from fairseq.dataclass import FairseqDataclass
 
 from xlm_fairseq.data import ObjectiveZipDataset, add_noise, seeded_generator
 from xlm_fairseq.data.batching import CompleteBatchesMixin
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks import parse_lang_list, register_task_replacing
-from xlm_fairseq.tasks.base import XLMTask
+from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
 
 logger = logging.getLogger(__name__)
 
@@ -141,9 +140,7 @@ def add_langs(batch, src_lang_id, tgt_lang_id):
 
 
 @dataclass
-class TranslationLMConfig(FairseqDataclass):
-    data: str = field(default="", metadata={"help": "data-bin made by preprocess/"})
-    langs: str = field(default="", metadata={"help": "comma-separated languages, in the pretrained model's order (XLM --lgs)"})
+class TranslationLMConfig(XLMTaskConfig):
     ae_steps: str = field(default="", metadata={"help": "denoising auto-encoding on these languages, e.g. en,de"})
     bt_steps: str = field(default="", metadata={"help": "online back-translation, e.g. en-de-en,de-en-de"})
     mt_steps: str = field(default="", metadata={"help": "supervised translation on parallel data, e.g. en-ro,ro-en"})
@@ -155,25 +152,27 @@ class TranslationLMConfig(FairseqDataclass):
     word_blank: float = field(default=0.1, metadata={"help": "AE noise: token blanking probability"})
     bt_max_len_a: float = field(default=1.3, metadata={"help": "back-translation max length: a * source length + b"})
     bt_max_len_b: int = field(default=5, metadata={"help": "back-translation max length: a * source length + b"})
-    pretrained_xlm_checkpoint: str = field(
-        default="", metadata={"help": "initialise encoder and decoder from this LM (our .pt or a converter OUT_DIR)"}
-    )
     valid_lang_pairs: str = field(
         default="", metadata={"help": "directions validated (loss and BLEU) on valid parallel data; default: all trained ones"}
     )
-    eval_bleu: bool = field(default=True, metadata={"help": "compute BLEU (sacrebleu, detokenised) in validation"})
+    eval_bleu: bool = field(
+        default=True,
+        metadata={"help": "validation BLEU: bleu_{src}-{tgt} (sacrebleu, detokenised) and bleu_tok_{src}-{tgt} (tokenised, like XLM's multi-bleu.perl)"},
+    )
     eval_bleu_print_samples: bool = field(default=False, metadata={"help": "log one hypothesis/reference per direction"})
-    max_sentence_len: int = field(default=250, metadata={"help": "sentences longer than this (subwords) are skipped in training"})
     source_lang: Optional[str] = field(default=None, metadata={"help": "generation source language", "argparse_alias": "-s"})
     target_lang: Optional[str] = field(default=None, metadata={"help": "generation target language", "argparse_alias": "-t"})
-    seed: int = II("common.seed")
 
 
-def corpus_bleu_from_meters(meters, direction: str) -> float:
+BLEU_STATS = ["bleu_sys_len", "bleu_ref_len"] + [f"bleu_{c}_{i}" for c in ("counts", "totals") for i in range(4)]
+BLEU_SCORES = {"bleu": "", "bleu_tok": "tok_"}  # metric -> prefix of its statistics
+
+
+def corpus_bleu_from_meters(meters, direction: str, prefix: str = "") -> float:
     from sacrebleu.metrics import BLEU
 
     def total(name):
-        return meters[f"_{direction}_{name}"].sum
+        return meters[f"_{direction}_{prefix}{name}"].sum
 
     totals = [total(f"bleu_totals_{i}") for i in range(4)]
     if max(totals) == 0:
@@ -184,7 +183,7 @@ def corpus_bleu_from_meters(meters, direction: str) -> float:
             total=totals,
             sys_len=int(total("bleu_sys_len")),
             ref_len=int(total("bleu_ref_len")),
-            smooth_method="exp",
+            smooth_method="none" if prefix == "tok_" else "exp",
         ).score,
         2,
     )
@@ -317,7 +316,11 @@ class TranslationLMTask(XLMTask):
                 )
         for key, ds in datasets.items():
             logger.info(f"{split} {key}: {len(ds)} sentences")
-        self.datasets[split] = ObjectiveZipDataset(datasets)
+        max_sizes = None
+        if split == "train":  # XLM --max_len, per side; sizes count the </s> (and the source's leading </s>)
+            n = self.cfg.max_sentence_len
+            max_sizes = {key: (n + 2, n + 1) for key in datasets}
+        self.datasets[split] = ObjectiveZipDataset(datasets, max_sizes=max_sizes)
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         if not (self.cfg.source_lang and self.cfg.target_lang):
@@ -387,18 +390,39 @@ class TranslationLMTask(XLMTask):
         device = batch["target"].device
         return utils.move_to_cuda(new, device=device) if device.type == "cuda" else new
 
-    # ---- steps ---------------------------------------------------------------------------
+    # ---- objective schedule ----------------------------------------------------------------
 
-    def objective_weight(self, key: str, update_num: int) -> float:
-        return schedule_value(self.lambdas[key[:2]], update_num)
+    def objective_keys(self) -> List[str]:
+        """AE, MT, BT: the order of an XLM iteration."""
+        ae = [f"ae_{lang}" for lang in OrderedDict.fromkeys(lang for (lang,) in self.ae_steps)]
+        return ae + [f"mt_{a}-{b}" for a, b in self.mt_steps] + [f"bt_{a}-{b}-{c}" for a, b, c in self.bt_steps]
+
+    def iteration_length(self) -> int:
+        return len(self.objective_keys())
+
+    def iteration_objectives(self, iteration: int) -> List[str]:
+        """Every objective once, each family shuffled (XLM's ``shuf_order`` without sampling)."""
+        rng = self.iteration_rng(iteration)
+        keys = self.objective_keys()
+        plan = []
+        for family in ("ae_", "mt_", "bt_"):
+            members = [k for k in keys if k.startswith(family)]
+            plan += [members[i] for i in rng.permutation(len(members))]
+        return plan
+
+    def objective_weight(self, key: str, iteration: int) -> float:
+        return schedule_value(self.lambdas[key[:2]], iteration)
+
+    # ---- steps ---------------------------------------------------------------------------
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         model.train()
         model.set_num_updates(update_num)
-        weights = {key: self.objective_weight(key, update_num) for key in sample}
-        keys = [key for key in sample if weights[key] > 0]
+        keys, iteration = self.update_objectives(update_num)
+        keys = [k for k in keys if sample.get(k)]
+        weights = {key: self.objective_weight(key, iteration) for key in keys}
         for family in sorted({key[:2] for key in sample}):
-            metrics.log_scalar(f"lambda_{family}", schedule_value(self.lambdas[family], update_num), round=4)
+            metrics.log_scalar(f"lambda_{family}", schedule_value(self.lambdas[family], iteration), round=4)
 
         def prepare(key, batch):
             if not key.startswith("bt_"):
@@ -429,20 +453,25 @@ class TranslationLMTask(XLMTask):
         hypos = self._valid_generator.generate([raw], batch)
         tgt = key.split("-")[-1]
 
-        def text(tokens, unk):
-            s = self.dictionary.string(tokens.int().cpu(), self.bpe_symbol, unk_string=unk)
-            return detokenize(s, tgt)
+        def tokenized(tokens, unk):
+            return self.dictionary.string(tokens.int().cpu(), self.bpe_symbol, unk_string=unk)
 
-        hyps = [text(h[0]["tokens"], "UNKNOWNTOKENINHYP") for h in hypos]
-        refs = [text(utils.strip_pad(t, self.dictionary.pad()), "UNKNOWNTOKENINREF") for t in batch["target"]]
+        hyps_tok = [tokenized(h[0]["tokens"], "UNKNOWNTOKENINHYP") for h in hypos]
+        refs_tok = [tokenized(utils.strip_pad(t, self.dictionary.pad()), "UNKNOWNTOKENINREF") for t in batch["target"]]
+        hyps = [detokenize(h, tgt) for h in hyps_tok]
+        refs = [detokenize(r, tgt) for r in refs_tok]
         if self.cfg.eval_bleu_print_samples:
             logger.info(f"{key} hypothesis: {hyps[0]}")
             logger.info(f"{key} reference:  {refs[0]}")
-        bleu = sacrebleu.corpus_bleu(hyps, [refs])
-        stats = {f"{key}:bleu_sys_len": bleu.sys_len, f"{key}:bleu_ref_len": bleu.ref_len}
-        for i in range(4):
-            stats[f"{key}:bleu_counts_{i}"] = bleu.counts[i]
-            stats[f"{key}:bleu_totals_{i}"] = bleu.totals[i]
+        stats = {}
+        # sacrebleu on detokenised text, and on Moses-tokenised text without its own tokenisation
+        # (what XLM's multi-bleu.perl reports: the paper's scale)
+        for prefix, bleu in (("", sacrebleu.corpus_bleu(hyps, [refs])), ("tok_", sacrebleu.corpus_bleu(hyps_tok, [refs_tok], tokenize="none"))):
+            stats[f"{key}:{prefix}bleu_sys_len"] = bleu.sys_len
+            stats[f"{key}:{prefix}bleu_ref_len"] = bleu.ref_len
+            for i in range(4):
+                stats[f"{key}:{prefix}bleu_counts_{i}"] = bleu.counts[i]
+                stats[f"{key}:{prefix}bleu_totals_{i}"] = bleu.totals[i]
         return stats
 
     def reduce_metrics(self, logging_outputs, criterion):
@@ -455,9 +484,10 @@ class TranslationLMTask(XLMTask):
                 return sum(log.get(f"{key}:{name}", 0) for log in logging_outputs)
 
             # sums over validation batches; BLEU is derived from them at the end (fairseq's way)
-            for name in ["bleu_sys_len", "bleu_ref_len"] + [f"bleu_{c}_{i}" for c in ("counts", "totals") for i in range(4)]:
-                metrics.log_scalar(f"_{direction}_{name}", total(name), weight=1)
-            metrics.log_derived(f"bleu_{direction}", lambda m, d=direction: corpus_bleu_from_meters(m, d))
+            for metric, prefix in BLEU_SCORES.items():
+                for name in BLEU_STATS:
+                    metrics.log_scalar(f"_{direction}_{prefix}{name}", total(prefix + name), weight=1)
+                metrics.log_derived(f"{metric}_{direction}", lambda m, d=direction, p=prefix: corpus_bleu_from_meters(m, d, p))
 
     def max_positions(self):
-        return (self.cfg.max_sentence_len, self.cfg.max_sentence_len)
+        return None  # the model's; training data is filtered by --max-sentence-len in load_dataset

@@ -1,0 +1,158 @@
+"""Training details where XLM's choices change results, checked on a real fairseq Dictionary and
+real token streams of the shipped Debian sample (data-bin made by preprocess/), and through
+fairseq-train: special symbols never predicted or drawn, XLM's --max_len per side, XLM's loop."""
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import PRETRAIN_ARGS, ROOT, fairseq, json_logs
+
+from xlm_fairseq.data import MaskedLMConfig, mask_tokens, stream_dataset
+from xlm_fairseq.data.masking import word_flags
+
+
+def _setup(data_bin, task_name, *args):
+    from fairseq import options, tasks
+
+    import xlm_fairseq  # noqa: F401
+
+    parser = options.get_training_parser()
+    argv = [str(data_bin), "--user-dir", str(ROOT / "xlm_fairseq"), "--task", task_name, "--arch", "xlm_tiny", *map(str, args)]
+    cfg = options.parse_args_and_arch(parser, argv)
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    cfg = convert_namespace_to_omegaconf(cfg)
+    return tasks.setup_task(cfg.task), cfg
+
+
+def _blocks(data_bin, dictionary, n_blocks=300, block=256):
+    from fairseq.data import data_utils
+
+    mono = data_utils.load_indexed_dataset(str(data_bin / "train.en"), dictionary)
+    stream = stream_dataset(mono, block, dictionary.pad(), dictionary.eos())
+    return torch.stack([stream[i] for i in range(n_blocks)])
+
+
+@pytest.fixture(scope="module")
+def dictionary(data_bin):
+    from xlm_fairseq.tasks.base import load_dictionary
+
+    return load_dictionary(str(data_bin))
+
+
+@pytest.mark.parametrize("alpha", [0.5, 0.0])
+def test_special_symbols_are_never_predicted(data_bin, dictionary, alpha):
+    """fairseq's Dictionary counts <s> <pad> </s> <unk> as 1: under count^-alpha they would be the
+    most likely targets (XLM gives them count 0). On real 256-token blocks </s> is ~4-8 % of the
+    tokens; it must be 0 % of the predictions."""
+    assert dictionary.count[dictionary.eos()] == 1 and dictionary.count[dictionary.pad()] == 1  # fairseq's own counts
+    tokens = _blocks(data_bin, dictionary)
+    eos_share = tokens.eq(dictionary.eos()).float().mean().item()
+    assert eos_share > 0.02, eos_share
+    cfg = MaskedLMConfig.from_dictionary(dictionary, dictionary.index("<special1>"), sample_alpha=alpha)
+    _, pred_mask, targets = mask_tokens(tokens, cfg, torch.Generator().manual_seed(0))
+    specials = [i for i, sym in enumerate(dictionary.symbols) if i < dictionary.nspecial or sym.startswith("<special")]
+    assert len(specials) == 4 + 10
+    assert not torch.isin(targets, torch.tensor(specials)).any(), "a special symbol was predicted"
+    assert not pred_mask[:, 0].any(), "the first position of a block is never predicted (XLM)"
+    words = int(cfg.is_word[tokens].sum())
+    assert abs(len(targets) / words - 0.15) < 0.01
+
+
+def test_random_replacement_is_a_real_word(data_bin, dictionary):
+    """The 10 % random replacement draws real words only: never <pad> (hidden as padding here,
+    where XLM attends to it), <s>, </s>, <unk> or <specialN>."""
+    tokens = _blocks(data_bin, dictionary, n_blocks=100)
+    cfg = MaskedLMConfig.from_dictionary(dictionary, dictionary.index("<special1>"), mask_keep_rand=(0.0, 0.0, 1.0))
+    inputs, pred_mask, _ = mask_tokens(tokens, cfg, torch.Generator().manual_seed(0))
+    drawn = inputs[pred_mask]
+    assert len(drawn) > 3000
+    flags = word_flags(dictionary)
+    assert flags[drawn].all(), [dictionary[i] for i in drawn[~flags[drawn]][:5]]
+    assert len(set(drawn.tolist())) > 0.5 * int(flags.sum()), "draws cover the vocabulary"
+    assert not inputs.eq(dictionary.pad()).any()
+
+
+def test_translation_training_drops_sentences_over_max_len_per_side(data_bin):
+    """XLM --max_len 100: AE/BT/MT training sentences with more subwords (</s> not counted) on a side
+    are dropped; validation and generation keep everything."""
+    from fairseq import utils
+
+    limit = 20
+    task, cfg = _setup(data_bin, "translation_lm", "--langs", "en,de,ro", "--ae-steps", "en", "--bt-steps", "de-en-de",
+                       "--mt-steps", "en-ro", "--max-sentence-len", limit)
+    task.load_dataset("train")
+    zipped = task.dataset("train")
+    model_max = 512
+    itr = task.get_batch_iterator(zipped, max_tokens=4000, max_positions=utils.resolve_max_positions(task.max_positions(), model_max))
+    seen = {}
+    for batch in itr.next_epoch_itr(shuffle=False):
+        for key, b in batch.items():
+            src = b["net_input"]["src_tokens"].ne(task.dictionary.pad()).sum(1) - 2  # leading and final </s>
+            tgt = b["target"].ne(task.dictionary.pad()).sum(1) - 1
+            assert src.max() <= limit and tgt.max() <= limit, key
+            seen.setdefault(key, set()).update(b["id"].tolist())
+    raw = {k: np.asarray(ds.sizes) for k, ds in zipped.datasets.items()}
+    for key, sizes in raw.items():
+        keep = (sizes <= np.array([limit + 2, limit + 1])).all(axis=1)
+        assert 0 < keep.sum() < len(keep), key  # the limit bites on this data
+        assert seen[key] == set(np.nonzero(keep)[0].tolist()), key
+    task.load_dataset("valid")  # en-ro and de-en, 100 sentences each
+    valid = task.dataset("valid")
+    itr = task.get_batch_iterator(valid, max_tokens=4000, max_positions=utils.resolve_max_positions(task.max_positions(), model_max))
+    ids = {}
+    for batch in itr.next_epoch_itr(shuffle=False):
+        for key, b in batch.items():
+            ids.setdefault(key, set()).update(b["id"].tolist())
+    assert {k: len(v) for k, v in ids.items()} == {"mt_en-ro": 100, "mt_de-en": 100}
+    assert any((np.asarray(ds.sizes) > limit + 2).any() for ds in valid.datasets.values())
+
+
+def test_tlm_limits_each_side_not_the_total(data_bin):
+    task, _ = _setup(data_bin, "cross_lingual_lm", "--langs", "en,de,ro", "--mlm-steps", "en-de", "--max-sentence-len", 40,
+                     "--tokens-per-sample", 48)
+    task.load_dataset("train")
+    tlm = task.dataset("train").datasets["tlm_en-de"].dataset
+    src, tgt = np.asarray(tlm.src.sizes) - 1, np.asarray(tlm.tgt.sizes) - 1
+    assert len(tlm) == int(((src <= 40) & (tgt <= 40)).sum())
+    assert tlm.sizes.max() > 48, "pairs longer than a stream block are kept (XLM limits each side)"
+
+
+def test_step_per_objective_is_xlms_loop(data_bin, tmp_path):
+    """--step-per-objective: each update trains exactly one objective (its own Adam step, clip and LR
+    step), walking XLM iterations; the default update trains the whole iteration."""
+    common = [data_bin, *PRETRAIN_ARGS, "--langs", "en,de,ro", "--mlm-steps", "en,de,en-de", "--log-interval", "1",
+              "--clip-norm", "5", "--max-update", "12"]
+    xlm = json_logs(fairseq("train", *common, "--step-per-objective", "--save-dir", tmp_path / "a").stdout, "train_inner")
+    summed = json_logs(fairseq("train", *common, "--save-dir", tmp_path / "b").stdout, "train_inner")
+    keys = ("mlm_en", "mlm_de", "tlm_en-de")
+
+    def trained(records):
+        """Objectives with a loss in each record (after fairseq's interval reset an untrained one shows null)."""
+        return [[k for k in keys if r.get(f"{k}_loss") is not None] for r in records]
+
+    assert len(xlm) == len(summed) == 12
+    assert all(len(t) == 1 for t in trained(xlm)), trained(xlm)
+    # an iteration is 2 MLM draws + 1 TLM: TLM comes every third update
+    assert [t == ["tlm_en-de"] for t in trained(xlm)] == [i % 3 == 2 for i in range(12)]
+    assert all("tlm_en-de" in t and len(t) >= 2 for t in trained(summed)), trained(summed)
+    assert max(float(r["gnorm"]) for r in xlm) > 0
+
+
+def test_translation_iterations_skip_zero_weight_objectives(data_bin):
+    """XLM iteration = AE, MT, BT objectives once each; lambda schedules count iterations. With
+    --step-per-objective an objective of weight 0 gives its slot to the next one with a weight."""
+    task, _ = _setup(data_bin, "translation_lm", "--langs", "en,de", "--ae-steps", "en,de", "--bt-steps", "en-de-en,de-en-de",
+                     "--lambda-ae", "0:1,10:0", "--step-per-objective")
+    assert task.iteration_length() == 4
+    early = [task.update_objectives(u) for u in range(8)]
+    assert [it for _, it in early] == [0] * 4 + [1] * 4
+    assert sorted(k for keys, _ in early[:4] for k in keys) == ["ae_de", "ae_en", "bt_de-en-de", "bt_en-de-en"]
+    assert [keys[0][:2] for keys, _ in early[:4]] == ["ae", "ae", "bt", "bt"]  # XLM's order: AE before BT
+    late = [task.update_objectives(u)[0] for u in range(40, 48)]  # iterations 10, 11: lambda_ae = 0
+    assert all(len(k) == 1 and k[0].startswith("bt_") for k in late)
+    assert {k[0] for k in late} == {"bt_en-de-en", "bt_de-en-de"}
+    task.cfg.step_per_objective = False
+    assert sorted(task.update_objectives(5)[0]) == ["ae_de", "ae_en", "bt_de-en-de", "bt_en-de-en"]
+    assert sorted(task.update_objectives(10)[0]) == ["bt_de-en-de", "bt_en-de-en"]
