@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 FULL = dict(mono=12000, train=5000, valid=300, test=400, vocab=6000, dim=256, layers=4, heads=4, ffn=1024,
-            pretrain_minutes=6.0, mt_minutes=4.0, beam=5, tokens_per_sample=128, pretrain_max_tokens=4096, mt_max_tokens=2000)
+            pretrain_minutes=10.0, mt_minutes=6.0, beam=5, tokens_per_sample=128, pretrain_max_tokens=4096, mt_max_tokens=2000)
 QUICK = dict(mono=1500, train=600, valid=60, test=60, vocab=800, dim=64, layers=2, heads=4, ffn=256,
              pretrain_minutes=0.15, mt_minutes=0.1, beam=1, tokens_per_sample=64, pretrain_max_tokens=1024, mt_max_tokens=1000)
 
@@ -48,14 +48,14 @@ def runs_table():
         "pretrain_mlm": ("pretrain", None, "summed", "en,de"),
         "pretrain_mlm_tlm": ("pretrain", None, "summed", "en,de,de-en"),
     }
-    for init in ("random", "mlm", "mlm_tlm"):
-        for loop in ("summed", "xlm"):
-            runs[f"unmt_{init}_{loop}"] = ("unmt", init, loop, None)
     for init in ("random", "mlm"):
         for loop in ("summed", "xlm"):
             runs[f"sup_{init}_{loop}"] = ("sup", init, loop, "de-en,en-de")
     runs["sup_random_de-en"] = ("sup", "random", "summed", "de-en")
     runs["fairseq_transformer_de-en"] = ("peer", "random", "-", "de-en")
+    for init in ("random", "mlm", "mlm_tlm"):
+        for loop in ("summed", "xlm"):
+            runs[f"unmt_{init}_{loop}"] = ("unmt", init, loop, None)
     return runs
 
 
@@ -158,12 +158,16 @@ class Ablation:
         self.log(f"train {name}: {minutes:g} min")
         start = time.time()
         self.run(cmd, save / "stdout.log")
-        updates = 0
+        updates, wps = 0, []
         for line in log.read_text(errors="replace").splitlines():
-            m = re.search(r'"num_updates": "(\d+)"', line)
+            m = re.search(r'num_updates": "(\d+)"', line)
             if m:
-                updates = int(m.group(1))
-        info = {"minutes": minutes, "wall_s": round(time.time() - start, 1), "updates": updates}
+                updates = max(updates, int(m.group(1)))
+            m = re.search(r'"train_wps": "([0-9.]+)"', line)  # per epoch: target tokens per second
+            if m:
+                wps.append(float(m.group(1)))
+        info = {"minutes": minutes, "wall_s": round(time.time() - start, 1), "updates": updates,
+                "train_wps": round(sorted(wps)[len(wps) // 2], 1) if wps else None}
         done.write_text(json.dumps(info))
         return info
 
@@ -229,8 +233,8 @@ class Ablation:
             f"budget {p['pretrain_minutes']:g} min per pretraining run, {p['mt_minutes']:g} min per MT run (wall clock, "
             f"`--stop-time-hours`); test: {p['test']} held-out sentences, beam {p['beam']}.",
             "",
-            "| run | init | loop | updates | BLEU de→en | BLEU en→de | log2 p/token de→en | log2 p/token en→de |",
-            "|---|---|---|---:|---:|---:|---:|---:|",
+            "| run | init | loop | updates | target tokens/s | BLEU de→en | BLEU en→de | log2 p/token de→en | log2 p/token en→de |",
+            "|---|---|---|---:|---:|---:|---:|---:|---:|",
         ]
         for name, (kind, init, loop, _) in runs_table().items():
             if name not in results or kind == "pretrain":
@@ -240,7 +244,8 @@ class Ablation:
             for metric in ("bleu", "ref_logprob"):
                 for d in ("de-en", "en-de"):
                     cells.append(str(r["eval"].get(d, {}).get(metric, "—")))
-            lines.append(f"| {name} | {init} | {loop} | {r['train']['updates']} | " + " | ".join(cells) + " |")
+            wps = r["train"].get("train_wps") or "—"
+            lines.append(f"| {name} | {init} | {loop} | {r['train']['updates']} | {wps} | " + " | ".join(cells) + " |")
         pre = [f"{n}: {results[n]['train']['updates']} updates" for n in ("pretrain_mlm", "pretrain_mlm_tlm") if n in results]
         if pre:
             lines += ["", "Pretraining: " + ", ".join(pre) + "."]
@@ -275,8 +280,8 @@ class Ablation:
 def main(argv=None):
     p = argparse.ArgumentParser(prog="ablation", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny data, model and budgets (a pipeline check, what CI runs)")
-    p.add_argument("--pretrain-minutes", type=float, help="budget of each pretraining run (default 6; --quick 0.15)")
-    p.add_argument("--mt-minutes", type=float, help="budget of each MT run (default 4; --quick 0.1)")
+    p.add_argument("--pretrain-minutes", type=float, help="budget of each pretraining run (default 10; --quick 0.15)")
+    p.add_argument("--mt-minutes", type=float, help="budget of each MT run (default 6; --quick 0.1)")
     p.add_argument("--beam", type=int, help="beam size of the BLEU runs (default 5; --quick 1)")
     p.add_argument("--runs", help="comma-separated subset of the runs (their pretraining comes along)")
     p.add_argument("--work-dir", help="where everything goes (default runs/ablation[-quick])")

@@ -156,3 +156,25 @@ def test_translation_iterations_skip_zero_weight_objectives(data_bin):
     task.cfg.step_per_objective = False
     assert sorted(task.update_objectives(5)[0]) == ["ae_de", "ae_en", "bt_de-en-de", "bt_en-de-en"]
     assert sorted(task.update_objectives(10)[0]) == ["bt_de-en-de", "bt_en-de-en"]
+
+
+def test_a_cycled_objective_draws_new_noise_each_round(data_bin):
+    """The smaller dataset of an update comes round several times within an epoch; each round must
+    see new AE noise (XLM draws noise afresh every time a sentence is used)."""
+    task, _ = _setup(data_bin, "translation_lm", "--langs", "en,de,ro", "--ae-steps", "en,ro", "--word-blank", "0.3")
+    task.load_dataset("train")
+    zipped = task.dataset("train")
+    zipped.ordered_indices()
+    n_ro = len(zipped._ordered_indices["ae_ro"])
+    assert len(zipped) > 1.4 * n_ro  # en has 3000 sentences, ro 2000: ro comes round again
+    same = differ = 0
+    for index in range(min(len(zipped), 2 * n_ro) - n_ro):
+        first, second = zipped[index]["ae_ro"], zipped[index + n_ro]["ae_ro"]
+        assert torch.equal(first["target"], second["target"])  # the same sentence ...
+        if torch.equal(first["source"], second["source"]):
+            same += 1
+        else:
+            differ += 1
+    assert differ > 10 * max(same, 1), (same, differ)  # ... with new noise
+    again = zipped[0]["ae_ro"]["source"]
+    assert torch.equal(again, zipped[0]["ae_ro"]["source"]), "draws are reproducible"

@@ -193,7 +193,8 @@ def test_dry_run_en_de_default(tmp_path):
     assert_options(pre, user_dir=str(REPO / "xlm_fairseq"), langs="de,en", mlm_steps="en,de", arch="xlm_1024",
                    tokens_per_sample="256", batch_size="32", mask_prob="0.15", mask_keep_rand="0.8,0.1,0.1",
                    dropout="0.1", attention_dropout="0.1", optimizer="adam", best_checkpoint_metric="ppl",
-                   save_dir=str(work / "checkpoints" / "pretrain"), distributed_world_size="1")
+                   save_dir=str(work / "checkpoints" / "pretrain"), distributed_world_size="1",
+                   step_per_objective=True, clip_norm="5", validate_interval_updates="6250")  # XLM's loop and epoch
     assert float(opt(pre, "--lr")) == 1e-4
     assert opt(pre, "--clm-steps") is None and opt(pre, "--fp16") is None and opt(pre, "--max-update") is None
 
@@ -205,7 +206,8 @@ def test_dry_run_en_de_default(tmp_path):
                    attention_dropout="0.1", optimizer="adam", adam_betas="(0.9,0.98)",
                    pretrained_xlm_checkpoint=str(work / "checkpoints" / "pretrain" / "checkpoint_best.pt"),
                    valid_lang_pairs="en-de,de-en", best_checkpoint_metric="bleu_de-en",
-                   maximize_best_checkpoint_metric=True, save_dir=str(work / "checkpoints" / "unmt"))
+                   maximize_best_checkpoint_metric=True, save_dir=str(work / "checkpoints" / "unmt"),
+                   step_per_objective=True, clip_norm="5", validate_interval_updates="6250")
     assert float(opt(mt, "--lr")) == 1e-4
     assert opt(mt, "--mt-steps") is None
 

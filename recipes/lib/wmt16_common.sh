@@ -429,11 +429,9 @@ device_args() {
 }
 
 # XLM counts an "epoch" as 200000 sentences, 32 per objective step; it validates once an epoch and
-# stops after 10 validations without improvement. One fairseq update here runs every objective once.
-epoch_updates() {
-  local steps=$1
-  printf '%s\n' $(((200000 + 32 * steps - 1) / (32 * steps)))
-}
+# stops after 10 validations without improvement. With --step-per-objective (XLM's loop: one
+# optimiser step, --clip-norm 5 clip and LR step per objective) one fairseq update is one such step.
+EPOCH_UPDATES=$(((200000 + 31) / 32))
 
 stage_pretrain() {
   local interval
@@ -445,13 +443,14 @@ stage_pretrain() {
     run "$PYTHON" "$TOOLS" same-dict "$RELEASED_DIR/dict.txt" "$DATA_BIN/dict.txt"
     return 0
   fi
-  interval=$(epoch_updates 2)
+  interval=$EPOCH_UPDATES
   mapfile -t device < <(device_args)
   cmd=(fairseq-train "$DATA_BIN" --user-dir "$USER_DIR"
     --task cross_lingual_lm --langs "$LANGS" --mlm-steps "en,$OTHER"
     --arch xlm_1024 --tokens-per-sample 256 --batch-size 32
     --mask-prob 0.15 --mask-keep-rand '0.8,0.1,0.1' --sample-alpha 0 --lg-sampling-factor -1
     --dropout 0.1 --attention-dropout 0.1
+    --step-per-objective --clip-norm 5
     --optimizer adam --adam-betas '(0.9,0.999)' --lr 0.0001 --lr-scheduler fixed
     --validate-interval-updates "$interval" --save-interval-updates "$interval" --keep-interval-updates 1
     --no-epoch-checkpoints --best-checkpoint-metric ppl --patience 10
@@ -474,23 +473,22 @@ init_checkpoint() {
 }
 
 stage_train() {
-  local steps=0 interval
+  local interval
   local -a cmd device
   cmd=(fairseq-train "$DATA_BIN" --user-dir "$USER_DIR" --task translation_lm --langs "$LANGS")
   if [[ $NO_BT == 0 ]]; then
     cmd+=(--ae-steps "en,$OTHER" --bt-steps "en-$OTHER-en,$OTHER-en-$OTHER"
       --lambda-ae '0:1,100000:0.1,300000:0' --lambda-bt 1
       --word-shuffle 3 --word-dropout 0.1 --word-blank 0.1 --bt-max-len-a 1.3 --bt-max-len-b 5)
-    steps=4
   fi
   if [[ $SUPERVISED == 1 ]]; then
     cmd+=(--mt-steps "en-$OTHER,$OTHER-en" --lambda-mt 1)
-    steps=$((steps + 2))
   fi
-  interval=$(epoch_updates "$steps")
+  interval=$EPOCH_UPDATES
   mapfile -t device < <(device_args)
   cmd+=(--pretrained-xlm-checkpoint "$(init_checkpoint)"
     --arch xlm_1024 --dropout 0.1 --attention-dropout 0.1 --max-tokens 2000
+    --step-per-objective --clip-norm 5
     --optimizer adam --adam-betas '(0.9,0.98)' --lr 0.0001
     --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07
     --valid-lang-pairs "en-$OTHER,$OTHER-en" --best-checkpoint-metric "bleu_$OTHER-en" --maximize-best-checkpoint-metric

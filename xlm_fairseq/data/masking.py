@@ -60,10 +60,11 @@ def word_flags(dictionary) -> Tensor:
     return flags
 
 
-def seeded_generator(seed: int, epoch: int, index: int) -> torch.Generator:
-    """A generator fixed by (seed, epoch, index): random draws of a sample or batch repeat exactly
-    after a resume, whatever the data-loader workers did before."""
-    return torch.Generator().manual_seed(hash((seed, epoch, int(index))) % (2 ** 31))
+def seeded_generator(seed: int, epoch: int, index: int, round_: int = 0) -> torch.Generator:
+    """A generator fixed by (seed, epoch, index, round): random draws of a sample or batch repeat
+    exactly after a resume, whatever the data-loader workers did before. ``round_`` counts how often
+    a smaller objective dataset has come round within the epoch (see ``ObjectiveZipDataset``)."""
+    return torch.Generator().manual_seed(hash((seed, epoch, int(index), int(round_))) % (2 ** 31))
 
 
 def mask_scores_from_counts(counts, is_word: Tensor, alpha: float) -> Optional[Tensor]:

@@ -2,6 +2,7 @@
 objectives that one fairseq update draws from."""
 
 import logging
+from collections import OrderedDict
 
 import numpy as np
 import torch
@@ -49,6 +50,7 @@ class LMObjectiveDataset(FairseqDataset):
         self.seed = seed
         self.epoch = 1
         self.evaluation = evaluation
+        self.round = 0  # set by ObjectiveZipDataset before each item
 
     @property
     def sizes(self):
@@ -61,7 +63,7 @@ class LMObjectiveDataset(FairseqDataset):
         item = self.dataset[index]
         if torch.is_tensor(item):
             item = {"tokens": item, "langs": None, "positions": None}
-        return dict(item, id=index)
+        return dict(item, id=index, round=self.round)
 
     def num_tokens(self, index):
         return self.dataset.sizes[index]
@@ -99,7 +101,10 @@ class LMObjectiveDataset(FairseqDataset):
 
         extra = {}
         if self.objective == "mlm":
-            gen = seeded_generator(self.seed, 0 if self.evaluation else self.epoch, samples[0]["id"])
+            if self.evaluation:  # the same masks at every validation, as XLM's evaluator
+                gen = seeded_generator(self.seed, 0, samples[0]["id"])
+            else:
+                gen = seeded_generator(self.seed, self.epoch, samples[0]["id"], samples[0].get("round", 0))
             inputs, pred_mask, targets = mask_tokens(tokens, self.mask_cfg, gen)
             if self.evaluation:
                 extra["full_mask_tokens"] = tokens.masked_fill(pred_mask, self.mask_cfg.mask_idx)
@@ -122,6 +127,19 @@ class LMObjectiveDataset(FairseqDataset):
             "target": targets,
             **extra,
         }
+
+
+def random_draw_datasets(dataset, depth=6):
+    """The datasets with random draws (a ``round`` attribute) inside a stack of wrappers."""
+    found = []
+    for _ in range(depth):
+        if dataset is None:
+            break
+        if hasattr(dataset, "round"):
+            found.append(dataset)
+        inner = getattr(dataset, "dataset", None)
+        dataset = inner if inner is not None else getattr(dataset, "src", None)
+    return found
 
 
 class ObjectiveZipDataset(CompleteBatchesMixin, RoundRobinZipDatasets):
@@ -163,6 +181,17 @@ class ObjectiveZipDataset(CompleteBatchesMixin, RoundRobinZipDatasets):
             s = np.asarray(dataset.sizes)[order[np.asarray(indices) % len(order)]]
             sizes.append(s.max(axis=1) if s.ndim == 2 else s)
         return np.max(sizes, axis=0)
+
+    def __getitem__(self, index):
+        """One item per objective; a smaller dataset that comes round again within the epoch draws
+        new noise and masks (its random draws are seeded by the round, not only the item)."""
+        items = OrderedDict()
+        for key, dataset in self.datasets.items():
+            order = self._ordered_indices[key]
+            for drawing in random_draw_datasets(dataset):
+                drawing.round = index // len(order)
+            items[key] = dataset[order[index % len(order)]]
+        return items
 
     def ordered_indices(self):
         self._ordered_indices = None  # the parent caches the first order forever

@@ -68,19 +68,20 @@ def schedule_value(points: List[Tuple[int, float]], update: int) -> float:
 
 
 class NoisyDataset(BaseWrapperDataset):
-    """Sentences with XLM's denoising noise; the draw depends on (seed, epoch, index) only."""
+    """Sentences with XLM's denoising noise; the draw depends on (seed, epoch, index, round) only."""
 
     def __init__(self, dataset, eos, blank, shuffle, dropout, blank_prob, seed):
         super().__init__(dataset)
         self.eos, self.blank = eos, blank
         self.shuffle, self.dropout, self.blank_prob = shuffle, dropout, blank_prob
         self.seed, self.epoch = seed, 1
+        self.round = 0  # set by ObjectiveZipDataset before each item
 
     def set_epoch(self, epoch):
         self.epoch = epoch
 
     def __getitem__(self, index):
-        gen = seeded_generator(self.seed, self.epoch, int(index))
+        gen = seeded_generator(self.seed, self.epoch, int(index), self.round)
         return add_noise(self.dataset[index], self.eos, self.blank, self.shuffle, self.dropout, self.blank_prob, gen)
 
     @property
