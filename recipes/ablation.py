@@ -20,6 +20,9 @@ Runs, each bounded by the same wall-clock budget (``--stop-time-hours``) on this
 Each model is scored on the test set in both directions: BLEU (sacrebleu on detokenised output vs
 the raw reference, beam 5) and the reference log-probability per token (``fairseq-generate
 --score-reference``, log2, mean over every target token), which moves long before BLEU does.
+Each pretrained LM is scored with XLM's validation metric (perplexity and accuracy with 100 % of
+the predicted positions masked) next to the unigram model of the training text: an LM that has not
+left that level has nothing to give the MT runs yet.
 Results: WORK/results.{md,json}; finished runs are skipped on a re-run (``--fresh`` redoes all).
 """
 
@@ -37,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 FULL = dict(mono=12000, train=5000, valid=300, test=400, vocab=6000, dim=256, layers=4, heads=4, ffn=1024,
-            pretrain_minutes=10.0, mt_minutes=6.0, beam=5, tokens_per_sample=128, pretrain_max_tokens=4096, mt_max_tokens=2000)
+            pretrain_minutes=10.0, mt_minutes=6.0, beam=5, mt_lr=5e-4, tokens_per_sample=128, pretrain_max_tokens=4096, mt_max_tokens=2000)
 QUICK = dict(mono=1500, train=600, valid=60, test=60, vocab=800, dim=64, layers=2, heads=4, ffn=256,
-             pretrain_minutes=0.15, mt_minutes=0.1, beam=1, tokens_per_sample=64, pretrain_max_tokens=1024, mt_max_tokens=1000)
+             pretrain_minutes=0.15, mt_minutes=0.1, beam=1, mt_lr=5e-4, tokens_per_sample=64, pretrain_max_tokens=1024, mt_max_tokens=1000)
 
 
 def runs_table():
@@ -63,7 +66,7 @@ class Ablation:
     def __init__(self, args):
         self.args = args
         self.p = dict(QUICK if args.quick else FULL)
-        for key in ("pretrain_minutes", "mt_minutes", "beam"):
+        for key in ("pretrain_minutes", "mt_minutes", "beam", "mt_lr"):
             if getattr(args, key) is not None:
                 self.p[key] = getattr(args, key)
         default = "runs/ablation-quick" if args.quick else "runs/ablation"
@@ -92,11 +95,11 @@ class Ablation:
                     f"--{side}-ffn-embed-dim", p["ffn"]]
         return out + ["--dropout", "0.1", "--attention-dropout", "0.1"]
 
-    def common(self, save, minutes):
+    def common(self, save, minutes, lr=5e-4):
         return ["--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json", "--log-interval", "50",
                 "--no-epoch-checkpoints", "--disable-validation", "--save-dir", save, "--max-update", "1000000",
                 "--stop-time-hours", f"{minutes / 60:.6f}", "--clip-norm", "5",
-                "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "0.0005", "--lr-scheduler", "inverse_sqrt",
+                "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", f"{lr:g}", "--lr-scheduler", "inverse_sqrt",
                 "--warmup-updates", "200" if not self.args.quick else "10"]
 
     # ---- stages ------------------------------------------------------------------------
@@ -134,8 +137,9 @@ class Ablation:
         save.mkdir(parents=True)
         minutes = self.p["pretrain_minutes"] if kind == "pretrain" else self.p["mt_minutes"]
         log = save / "train.log"
+        lr = 5e-4 if kind == "pretrain" else self.p["mt_lr"]
         cmd = [BIN / "fairseq-train", self.data, "--user-dir", ROOT / "xlm_fairseq", "--arch", "xlm_tiny",
-               *self.model_args(), *self.common(save, minutes), "--log-file", log]
+               *self.model_args(), *self.common(save, minutes, lr), "--log-file", log]
         if kind == "pretrain":
             cmd += ["--task", "cross_lingual_lm", "--langs", "de,en", "--mlm-steps", steps,
                     "--tokens-per-sample", self.p["tokens_per_sample"], "--max-tokens", self.p["pretrain_max_tokens"]]
@@ -153,7 +157,7 @@ class Ablation:
             src, tgt = steps.split("-")
             cmd = [BIN / "fairseq-train", self.work / "peer-bin", "--task", "translation", "-s", src, "-t", tgt,
                    "--arch", "transformer", *self.model_args(), "--share-decoder-input-output-embed",
-                   "--criterion", "cross_entropy", "--max-tokens", self.p["mt_max_tokens"], *self.common(save, minutes),
+                   "--criterion", "cross_entropy", "--max-tokens", self.p["mt_max_tokens"], *self.common(save, minutes, lr),
                    "--log-file", log]
         self.log(f"train {name}: {minutes:g} min")
         start = time.time()
@@ -177,6 +181,10 @@ class Ablation:
         out = save / "eval.json"
         if out.exists():
             return json.loads(out.read_text())
+        if kind == "pretrain":
+            result = self.evaluate_lm(save)
+            out.write_text(json.dumps(result))
+            return result
         directions = ["de-en", "en-de"] if steps is None or "," in steps else [steps]
         result = {}
         for direction in directions:
@@ -197,6 +205,48 @@ class Ablation:
             result[direction] = {"bleu": self.bleu(gen_log, tgt), "ref_logprob": self.ref_logprob(ref_log)}
         out.write_text(json.dumps(result))
         return result
+
+    def evaluate_lm(self, save):
+        """XLM's validation metric of a pretrained LM: perplexity and accuracy with 100 % of the
+        predicted positions masked, per language, on the valid sentences (each side of the valid
+        pairs read as monolingual text); beside it the unigram model of the training text, the level
+        an LM that has learnt nothing from context stays at."""
+        mono = self.work / "valid-mono"
+        mono.mkdir(exist_ok=True)
+        for name in ["dict.txt"] + [f"valid.{lang}.{ext}" for lang in ("de", "en") for ext in ("bin", "idx")]:
+            source = self.data / ("dict.txt" if name == "dict.txt" else name.replace("valid.", "valid.de-en.", 1))
+            if not (mono / name).exists():
+                (mono / name).symlink_to(source)
+        log = save / "validate.log"  # fairseq-validate does not honour --log-file: its stdout
+        self.run([BIN / "fairseq-validate", mono, "--user-dir", ROOT / "xlm_fairseq", "--task", "cross_lingual_lm",
+                  "--langs", "de,en", "--mlm-steps", "en,de", "--tokens-per-sample", self.p["tokens_per_sample"],
+                  "--max-tokens", self.p["pretrain_max_tokens"], "--path", save / "checkpoint_last.pt", "--cpu",
+                  "--valid-subset", "valid", "--log-format", "json"], log)
+        found = re.findall(r'\{"valid_.*\}', log.read_text(errors="replace"))
+        if not found:
+            sys.exit(f"ablation: error: no validation result in {log}")
+        metrics = json.loads(found[-1])
+        return {lang: {"fullmask_ppl": float(metrics[f"valid_mlm_{lang}_fullmask_ppl"]),
+                       "fullmask_acc": float(metrics[f"valid_mlm_{lang}_fullmask_acc"]),
+                       **self.unigram_baseline(lang)} for lang in ("en", "de")}
+
+    def unigram_baseline(self, lang):
+        """Perplexity on the valid text of the add-one unigram model of the training text (words only),
+        and the accuracy of always guessing the most frequent word."""
+        import numpy as np
+        from fairseq.data import Dictionary, data_utils
+
+        dictionary = Dictionary.load(str(self.data / "dict.txt"))
+
+        def tokens(prefix):
+            dataset = data_utils.load_indexed_dataset(str(prefix), dictionary)
+            ids = np.concatenate([dataset[i].numpy() for i in range(len(dataset))])
+            return ids[ids >= dictionary.nspecial]
+
+        counts = np.bincount(tokens(self.data / f"train.{lang}"), minlength=len(dictionary)) + 1.0
+        valid = tokens(self.data / f"valid.de-en.{lang}")
+        return {"unigram_ppl": round(float(np.exp(-np.log(counts[valid] / counts.sum()).mean())), 1),
+                "unigram_acc": round(100 * float((valid == counts.argmax()).mean()), 2)}
 
     def bleu(self, gen_log, tgt):
         import sacrebleu
@@ -231,7 +281,7 @@ class Ablation:
             f"Date {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, torch {__import__('torch').__version__}; "
             f"model {p['dim']} dims, {p['layers']}+{p['layers']} layers, {p['heads']} heads, FFN {p['ffn']}, vocabulary {p['vocab']}; "
             f"budget {p['pretrain_minutes']:g} min per pretraining run, {p['mt_minutes']:g} min per MT run (wall clock, "
-            f"`--stop-time-hours`); test: {p['test']} held-out sentences, beam {p['beam']}.",
+            f"`--stop-time-hours`); Adam, inverse-sqrt, lr 5e-4 pretraining / {p['mt_lr']:g} MT; test: {p['test']} held-out sentences, beam {p['beam']}.",
             "",
             "| run | init | loop | updates | target tokens/s | BLEU de→en | BLEU en→de | log2 p/token de→en | log2 p/token en→de |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|",
@@ -246,9 +296,17 @@ class Ablation:
                     cells.append(str(r["eval"].get(d, {}).get(metric, "—")))
             wps = r["train"].get("train_wps") or "—"
             lines.append(f"| {name} | {init} | {loop} | {r['train']['updates']} | {wps} | " + " | ".join(cells) + " |")
-        pre = [f"{n}: {results[n]['train']['updates']} updates" for n in ("pretrain_mlm", "pretrain_mlm_tlm") if n in results]
+        pre = [n for n in ("pretrain_mlm", "pretrain_mlm_tlm") if n in results]
         if pre:
-            lines += ["", "Pretraining: " + ", ".join(pre) + "."]
+            lines += ["", "Pretraining, XLM's validation metric (100 % of the predicted positions masked) on the valid sentences:", "",
+                      "| LM | updates | perplexity en | perplexity de | accuracy en | accuracy de |", "|---|---:|---:|---:|---:|---:|"]
+            for n in pre:
+                ev = results[n].get("eval", {})
+                cells = [str(ev.get(lang, {}).get(metric, "—")) for metric in ("fullmask_ppl", "fullmask_acc") for lang in ("en", "de")]
+                lines.append(f"| {n} | {results[n]['train']['updates']} | " + " | ".join(cells) + " |")
+            ev = results[pre[0]].get("eval", {})
+            cells = [str(ev.get(lang, {}).get(metric, "—")) for metric in ("unigram_ppl", "unigram_acc") for lang in ("en", "de")]
+            lines.append("| unigram model of the training text | — | " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
 
     def main(self):
@@ -267,9 +325,7 @@ class Ablation:
         results = json.loads(self.results_path.read_text()) if self.results_path.exists() else {}
         for name in order:
             spec = table[name]
-            results[name] = {"train": self.train(name, spec)}
-            if spec[0] != "pretrain":
-                results[name]["eval"] = self.evaluate(name, spec)
+            results[name] = {"train": self.train(name, spec), "eval": self.evaluate(name, spec)}
             self.results_path.write_text(json.dumps(results, indent=1))
         md = self.report(results)
         (self.work / "results.md").write_text(md)
@@ -282,6 +338,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="tiny data, model and budgets (a pipeline check, what CI runs)")
     p.add_argument("--pretrain-minutes", type=float, help="budget of each pretraining run (default 10; --quick 0.15)")
     p.add_argument("--mt-minutes", type=float, help="budget of each MT run (default 6; --quick 0.1)")
+    p.add_argument("--mt-lr", type=float, help="peak learning rate of the MT runs (default 5e-4; pretraining keeps 5e-4)")
     p.add_argument("--beam", type=int, help="beam size of the BLEU runs (default 5; --quick 1)")
     p.add_argument("--runs", help="comma-separated subset of the runs (their pretraining comes along)")
     p.add_argument("--work-dir", help="where everything goes (default runs/ablation[-quick])")
