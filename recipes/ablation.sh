@@ -2,7 +2,7 @@
 # What pretraining buys, at equal CPU budgets on real held-out documents: UNMT from random / MLM /
 # MLM+TLM init, supervised MT from random / MLM init, both optimiser loops, and fairseq's own
 # transformer as the calibration peer. Details and options: recipes/ablation.py --help.
-#   bash recipes/ablation.sh            # about 100 minutes on 2 cores
+#   bash recipes/ablation.sh            # about 110 minutes on 2 cores
 #   bash recipes/ablation.sh --quick    # a few minutes: tiny data, model and budgets
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
