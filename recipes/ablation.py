@@ -38,11 +38,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+LR = 5e-4  # Adam's peak learning rate in every run; --mt-lr replaces it for the MT runs
 
 FULL = dict(mono=12000, train=5000, valid=300, test=400, vocab=6000, dim=256, layers=4, heads=4, ffn=1024,
-            pretrain_minutes=10.0, mt_minutes=6.0, beam=5, mt_lr=5e-4, tokens_per_sample=128, pretrain_max_tokens=4096, mt_max_tokens=2000)
+            pretrain_minutes=10.0, mt_minutes=6.0, beam=5, mt_lr=LR, tokens_per_sample=128, pretrain_max_tokens=4096, mt_max_tokens=2000)
 QUICK = dict(mono=1500, train=600, valid=60, test=60, vocab=800, dim=64, layers=2, heads=4, ffn=256,
-             pretrain_minutes=0.15, mt_minutes=0.1, beam=1, mt_lr=5e-4, tokens_per_sample=64, pretrain_max_tokens=1024, mt_max_tokens=1000)
+             pretrain_minutes=0.15, mt_minutes=0.1, beam=1, mt_lr=LR, tokens_per_sample=64, pretrain_max_tokens=1024, mt_max_tokens=1000)
 
 
 def runs_table():
@@ -95,7 +96,7 @@ class Ablation:
                     f"--{side}-ffn-embed-dim", p["ffn"]]
         return out + ["--dropout", "0.1", "--attention-dropout", "0.1"]
 
-    def common(self, save, minutes, lr=5e-4):
+    def common(self, save, minutes, lr):
         return ["--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json", "--log-interval", "50",
                 "--no-epoch-checkpoints", "--disable-validation", "--save-dir", save, "--max-update", "1000000",
                 "--stop-time-hours", f"{minutes / 60:.6f}", "--clip-norm", "5",
@@ -137,7 +138,7 @@ class Ablation:
         save.mkdir(parents=True)
         minutes = self.p["pretrain_minutes"] if kind == "pretrain" else self.p["mt_minutes"]
         log = save / "train.log"
-        lr = 5e-4 if kind == "pretrain" else self.p["mt_lr"]
+        lr = LR if kind == "pretrain" else self.p["mt_lr"]
         cmd = [BIN / "fairseq-train", self.data, "--user-dir", ROOT / "xlm_fairseq", "--arch", "xlm_tiny",
                *self.model_args(), *self.common(save, minutes, lr), "--log-file", log]
         if kind == "pretrain":
@@ -281,7 +282,7 @@ class Ablation:
             f"Date {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, torch {__import__('torch').__version__}; "
             f"model {p['dim']} dims, {p['layers']}+{p['layers']} layers, {p['heads']} heads, FFN {p['ffn']}, vocabulary {p['vocab']}; "
             f"budget {p['pretrain_minutes']:g} min per pretraining run, {p['mt_minutes']:g} min per MT run (wall clock, "
-            f"`--stop-time-hours`); Adam, inverse-sqrt, lr 5e-4 pretraining / {p['mt_lr']:g} MT; test: {p['test']} held-out sentences, beam {p['beam']}.",
+            f"`--stop-time-hours`); Adam, inverse-sqrt, lr {LR:g} pretraining / {p['mt_lr']:g} MT; test: {p['test']} held-out sentences, beam {p['beam']}.",
             "",
             "| run | init | loop | updates | target tokens/s | BLEU de→en | BLEU en→de | log2 p/token de→en | log2 p/token en→de |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|",
@@ -338,7 +339,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="tiny data, model and budgets (a pipeline check, what CI runs)")
     p.add_argument("--pretrain-minutes", type=float, help="budget of each pretraining run (default 10; --quick 0.15)")
     p.add_argument("--mt-minutes", type=float, help="budget of each MT run (default 6; --quick 0.1)")
-    p.add_argument("--mt-lr", type=float, help="peak learning rate of the MT runs (default 5e-4; pretraining keeps 5e-4)")
+    p.add_argument("--mt-lr", type=float, help=f"peak learning rate of the MT runs (default {LR:g}; pretraining keeps {LR:g})")
     p.add_argument("--beam", type=int, help="beam size of the BLEU runs (default 5; --quick 1)")
     p.add_argument("--runs", help="comma-separated subset of the runs (their pretraining comes along)")
     p.add_argument("--work-dir", help="where everything goes (default runs/ablation[-quick])")
