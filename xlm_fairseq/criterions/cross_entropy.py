@@ -51,7 +51,7 @@ class XLMCrossEntropyCriterion(FairseqCriterion):
             f"{key}:loss": loss_sum.detach().item(),
             f"{key}:ntokens": n,
             f"{key}:correct": int((logits.argmax(-1).eq(target) & real).sum()),
-            "ntokens": n,
+            "ntokens": sample.get("ntokens", n),  # fairseq's wps/wpb: input tokens (LM), target tokens (MT)
             "nsentences": sample["nsentences"],
             "sample_size": 1,
         }

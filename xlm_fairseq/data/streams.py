@@ -116,7 +116,7 @@ class LMObjectiveDataset(FairseqDataset):
         return {
             "id": torch.LongTensor([s["id"] for s in samples]),
             "nsentences": len(samples),
-            "ntokens": int(pred_mask.sum()),
+            "ntokens": int(tokens.ne(self.pad).sum()),  # input tokens, as fairseq's masked_lm (wps)
             "net_input": {
                 "src_tokens": inputs,
                 "src_langs": langs,

@@ -1,0 +1,398 @@
+"""Speed benchmark: xlm-fairseq against fairseq's own implementations, side by side in one run.
+
+    python bench/run.py [--quick] [--work-dir DIR] [--out bench/results/latest.json]
+
+On the same real data (the shipped en-de Debian sample, one joint 6k sentencepiece vocabulary) and
+matched model sizes (256 dims, 4 layers, 4 heads, FFN 1024), it measures:
+
+* pretraining, input tokens/s: ``cross_lingual_lm`` MLM (en, de) and MLM+TLM (en, de, de-en) against
+  ``--task masked_lm --arch roberta_base`` shrunk to the same dims, both on 16 blocks of 256 tokens;
+* UNMT, source sentences/s of AE+BT updates: ``translation_lm`` (--ae-steps en,de
+  --bt-steps en-de-en,de-en-de) against ``--task online_backtranslation`` with a ``transformer`` of
+  the same size, same --max-tokens, same noise;
+* inference, ``fairseq-generate`` sentences/s at beam 5 and beam 1 against a ``transformer`` trained
+  by ``--task translation``; every hypothesis is forced to the same length (--min-len = max length),
+  so the ratio measures decoding cost, not what an untrained model chooses to say;
+* peak resident memory of every training process (the child's ``ru_maxrss``);
+* model FLOP utilisation: training FLOP/s counted from the matmuls of each model, divided by the
+  fp32 matmul FLOP/s torch reaches here (4096x256 @ 256x1024), measured in the same run.
+
+Training throughput is read from fairseq's own ``train_inner`` logs (``wps``, ``bsz``/``wpb``),
+one window per ``--log-interval``; the first window (warm-up) is dropped. A figure is the median of
+the windows of a run, and with ``--repeats`` > 1 the median over runs, which alternate ours / peer.
+Generation throughput is fairseq-generate's own "sentences/s" line (model loading excluded).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "recipes" / "data" / "en-de"
+BIN = Path(sys.executable).parent  # fairseq-train etc. of the interpreter that runs the benchmark
+
+DIM, LAYERS, HEADS, FFN, VOCAB = 256, 4, 4, 1024, 6000
+BLOCK, BLOCKS = 256, 16  # pretraining: 16 blocks of 256 tokens per objective batch
+UNMT_MAX_TOKENS = 1500
+GEN_LEN = 40  # every generated hypothesis has exactly this many tokens
+GEN_BATCH = 64
+
+TRAIN_COMMON = [
+    "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json", "--disable-validation",
+    "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "1e-4", "--lr-scheduler", "inverse_sqrt",
+    "--warmup-updates", "100", "--dropout", "0.1", "--attention-dropout", "0.1",
+]
+OURS_DIMS = [
+    "--arch", "xlm_tiny", "--encoder-embed-dim", str(DIM), "--encoder-layers", str(LAYERS),
+    "--encoder-attention-heads", str(HEADS), "--encoder-ffn-embed-dim", str(FFN),
+    "--decoder-embed-dim", str(DIM), "--decoder-layers", str(LAYERS),
+    "--decoder-attention-heads", str(HEADS), "--decoder-ffn-embed-dim", str(FFN),
+]
+PEER_ENC_DIMS = [
+    "--encoder-embed-dim", str(DIM), "--encoder-layers", str(LAYERS),
+    "--encoder-attention-heads", str(HEADS), "--encoder-ffn-embed-dim", str(FFN),
+]
+PEER_SEQ2SEQ = [
+    "--arch", "transformer", *PEER_ENC_DIMS, "--decoder-embed-dim", str(DIM), "--decoder-layers", str(LAYERS),
+    "--decoder-attention-heads", str(HEADS), "--decoder-ffn-embed-dim", str(FFN),
+    "--share-decoder-input-output-embed",  # XLM ties the decoder's output to its input embedding
+]
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def tool(name):
+    path = BIN / name
+    return str(path) if path.exists() else (shutil.which(name) or name)
+
+
+def run_child(cmd, log_path, env=None):
+    """Run a command to completion; returns (combined output, peak RSS in MiB, seconds)."""
+    start = time.perf_counter()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - start
+    text = Path(log_path).read_text(errors="replace")
+    if proc.returncode != 0:
+        tail = "\n".join(text.splitlines()[-15:])
+        raise BenchError(f"{' '.join(cmd[:3])} ... failed (exit {proc.returncode}); log {log_path}:\n{tail}")
+    return text, usage.ru_maxrss / 1024.0, seconds
+
+
+# ---- data ------------------------------------------------------------------------------------
+
+
+def link(src: Path, dst: Path):
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if dst.is_symlink() or dst.exists():
+        dst.unlink()
+    dst.symlink_to(src.resolve())
+
+
+def prepare_data(work: Path) -> dict:
+    """Our data-bin (preprocess/) and the same binarised files laid out as each fairseq peer wants."""
+    data = work / "data-bin"
+    head = work / "raw" / "test128.en-de"  # the quick mode's generation set
+    head.parent.mkdir(parents=True, exist_ok=True)
+    for lang in ("en", "de"):
+        lines = (SAMPLE / f"test.en-de.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)[:128]
+        Path(f"{head}.{lang}").write_text("".join(lines), encoding="utf-8")
+    cmd = [sys.executable, "-m", "preprocess.prepare", str(data), "--langs", "de,en", "--vocab-size", str(VOCAB),
+           "--mono", f"train:en={SAMPLE / 'mono.en'}", "--mono", f"train:de={SAMPLE / 'mono.de'}",
+           "--para", f"train:en-de={SAMPLE / 'train.en-de'}", "--para", f"test:en-de={SAMPLE / 'test.en-de'}",
+           "--para", f"valid:en-de={head}", "--quiet"]
+    run_child(cmd, work / "preprocess.log")
+
+    def binary(prefix):
+        return [(data / f"{prefix}.{ext}") for ext in ("bin", "idx")]
+
+    # masked_lm reads one stream: en and de monolingual data merged into train.{bin,idx}
+    mlm = work / "peer-masked_lm"
+    if not (mlm / "train.idx").exists():
+        from fairseq.data import indexed_dataset
+
+        mlm.mkdir(parents=True, exist_ok=True)
+        builder = indexed_dataset.make_builder(str(mlm / "train.bin"), impl="mmap", vocab_size=VOCAB + 100)
+        for lang in ("en", "de"):
+            builder.merge_file_(str(data / f"train.{lang}"))
+        builder.finalize(str(mlm / "train.idx"))
+    link(data / "dict.txt", mlm / "dict.txt")
+
+    # online_backtranslation: DATA/{lang}/train.{bin,idx}, valid pair files, one dict.txt
+    obt = work / "peer-online_backtranslation"
+    link(data / "dict.txt", obt / "dict.txt")
+    for lang in ("en", "de"):
+        for src in binary(f"train.{lang}"):
+            link(src, obt / lang / f"train{src.suffix}")
+        for src in binary(f"valid.de-en.{lang}"):
+            link(src, obt / f"valid.de-en.{lang}{src.suffix}")
+
+    # translation: train/test pair files, dict.{lang}.txt
+    mt = work / "peer-translation"
+    for lang in ("en", "de"):
+        link(data / "dict.txt", mt / f"dict.{lang}.txt")
+        for split in ("train", "valid", "test"):
+            for src in binary(f"{split}.de-en.{lang}"):
+                link(src, mt / src.name)
+    return {"ours": data, "masked_lm": mlm, "online_backtranslation": obt, "translation": mt}
+
+
+# ---- measurements ----------------------------------------------------------------------------
+
+TRAIN_INNER = re.compile(r"\| train_inner \| (\{.*\})")
+
+
+def train_windows(log_text):
+    rows = [json.loads(m.group(1)) for m in TRAIN_INNER.finditer(log_text)]
+    return [
+        {
+            "tokens_per_s": float(r["wps"]),
+            "sentences_per_s": float(r["wps"]) * float(r["bsz"]) / float(r["wpb"]),
+            "tokens_per_update": float(r["wpb"]),
+        }
+        for r in rows
+    ]
+
+
+def measure_training(name, cmd, work, runs):
+    """One training process; appends {median of its windows, peak RSS} to runs[name]."""
+    log = work / "logs" / f"{name}.{len(runs.setdefault(name, []))}.log"
+    text, rss, seconds = run_child(cmd, log)
+    windows = train_windows(text)[1:]  # the first window holds the warm-up
+    if len(windows) < 3:
+        raise BenchError(f"{name}: {len(windows)} timed windows in {log} (need >= 3); raise --updates")
+    run = {
+        key: statistics.median(w[key] for w in windows) for key in ("tokens_per_s", "sentences_per_s", "tokens_per_update")
+    }
+    run.update(peak_rss_mib=rss, windows=len(windows), seconds=round(seconds, 1))
+    runs[name].append(run)
+    print(f"  {name:<28} {run['tokens_per_s']:9.1f} tok/s {run['sentences_per_s']:8.2f} sent/s "
+          f"{rss:7.0f} MiB  ({len(windows)} windows, {seconds:.0f} s)", flush=True)
+
+
+GENERATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
+
+
+def measure_generation(name, cmd, work, runs, env=None):
+    log = work / "logs" / f"{name}.{len(runs.setdefault(name, []))}.log"
+    text, rss, seconds = run_child(cmd, log, env=env)
+    m = GENERATED.search(text)
+    if not m:
+        raise BenchError(f"{name}: no 'Translated ... sentences/s' line in {log}")
+    n, tokens, secs = int(m.group(1).replace(",", "")), int(m.group(2).replace(",", "")), float(m.group(3))
+    if tokens != n * (GEN_LEN + 1):
+        raise BenchError(f"{name}: {tokens} tokens for {n} sentences; the forced length {GEN_LEN} did not hold")
+    runs[name].append({"sentences_per_s": n / secs, "sentences": n, "peak_rss_mib": rss})
+    print(f"  {name:<28} {n / secs:9.2f} sent/s  ({n} sentences, {secs:.1f} s)", flush=True)
+
+
+def matmul_flops(repeats=5, calls=20):
+    """fp32 FLOP/s of the benchmark's reference matmul, (4096x256) @ (256x1024), median of repeats."""
+    import torch
+
+    a, b = torch.randn(4096, 256), torch.randn(256, 1024)
+    for _ in range(5):
+        a @ b
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            a @ b
+        rates.append(2 * 4096 * 256 * 1024 * calls / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def mlm_flops_per_token(extra_head_dim=0, mask_prob=0.15):
+    """Training FLOPs per input token of an MLM encoder, counting matmuls only (x3: forward + backward):
+    per layer q/k/v/out (4 d^2) and FFN (2 d f) multiply-adds, attention scores and mixing (2 T d), and
+    the output projection (V d, plus a d x d transform for RoBERTa's head) on the predicted 15 %."""
+    per_layer = 4 * DIM * DIM + 2 * DIM * FFN + 2 * BLOCK * DIM
+    head = mask_prob * (VOCAB * DIM + extra_head_dim * DIM)
+    return 3 * 2 * (LAYERS * per_layer + head)
+
+
+# ---- the run ---------------------------------------------------------------------------------
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="one run per system, fewer updates (< 10 min on 2 cores)")
+    p.add_argument("--repeats", type=int, default=None, help="training runs per system (default 1 quick, 3 full)")
+    p.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench", help="data, checkpoints and logs")
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "latest.json")
+    args = p.parse_args(argv)
+    repeats = args.repeats or (1 if args.quick else 3)
+    if repeats < 1:
+        p.error("--repeats must be >= 1")
+    # every training run logs `windows` windows of `interval` updates; the first (warm-up) is dropped
+    windows = 4 if args.quick else 8
+    gen_subset = "valid" if args.quick else "test"  # valid: the first 128 sentences of the test set
+    gen_repeats = 3
+
+    def steps(interval):
+        return ["--max-update", str(windows * interval), "--log-interval", str(interval)]
+
+    work = args.work_dir.resolve()
+    (work / "logs").mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    print(f"bench: work dir {work}", flush=True)
+    paths = prepare_data(work)
+
+    peak = matmul_flops()
+    print(f"  reference matmul (4096x256 @ 256x1024, fp32): {peak / 1e9:.1f} GFLOP/s", flush=True)
+    peak_at_start = peak
+
+    user_dir = str(ROOT / "xlm_fairseq")
+    train = [tool("fairseq-train")]
+    pt = ["--tokens-per-sample", str(BLOCK), "--batch-size", str(BLOCKS), *TRAIN_COMMON, "--no-save"]
+    ours_lm = [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "cross_lingual_lm", "--langs", "de,en",
+               "--clm-steps", "", *OURS_DIMS, *pt]
+    pretrain = {
+        # windows of about the same tokens: an update of ours trains 2 (MLM) or 3 (+TLM) objective batches
+        "ours_mlm": ours_lm + ["--mlm-steps", "en,de", *steps(3)],
+        "ours_mlm_tlm": ours_lm + ["--mlm-steps", "en,de,de-en", *steps(2)],
+        "peer_masked_lm": [*train, str(paths["masked_lm"]), "--task", "masked_lm", "--criterion", "masked_lm",
+                           "--arch", "roberta_base", *PEER_ENC_DIMS, "--max-positions", "512",
+                           "--sample-break-mode", "none", *pt, *steps(6)],
+    }
+    noise = ["--word-shuffle", "3", "--word-dropout", "0.1", "--word-blank", "0.1"]
+    un = [*TRAIN_COMMON, "--max-tokens", str(UNMT_MAX_TOKENS), *steps(3)]
+    ckpt = work / "checkpoints"
+    unmt = {
+        "ours_unmt": [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "translation_lm", "--langs", "de,en",
+                      "--ae-steps", "en,de", "--bt-steps", "en-de-en,de-en-de", *noise, *OURS_DIMS,
+                      "--max-sentence-len", "100", *un, "--save-dir", str(ckpt / "ours"), "--no-epoch-checkpoints"],
+        "peer_online_backtranslation": [
+            *train, str(paths["online_backtranslation"]), "--task", "online_backtranslation", "--mono-langs", "de,en",
+            "--valid-lang-pairs", "de-en", "--max-word-shuffle-distance", "3", "--word-dropout-prob", "0.1",
+            "--word-blanking-prob", "0.1", "--criterion", "cross_entropy", *PEER_SEQ2SEQ,
+            "--max-source-positions", "512", "--max-target-positions", "512", *un, "--no-save"],
+    }
+
+    runs = {}
+    print("pretraining (input tokens/s)", flush=True)
+    for _ in range(repeats):
+        for name, cmd in pretrain.items():
+            measure_training(name, cmd, work, runs)
+    print("unsupervised MT, AE + BT (source sentences/s)", flush=True)
+    for _ in range(repeats):
+        for name, cmd in unmt.items():
+            measure_training(name, cmd, work, runs)
+
+    # the peer for generation: a plain transformer, trained just long enough to have a checkpoint
+    run_child([*train, str(paths["translation"]), "--task", "translation", "-s", "de", "-t", "en", *PEER_SEQ2SEQ,
+               *TRAIN_COMMON, "--max-tokens", str(UNMT_MAX_TOKENS), "--max-update", "2",
+               "--save-dir", str(ckpt / "peer"), "--no-epoch-checkpoints"], work / "logs" / "peer_translation_train.log")
+    gen = [tool("fairseq-generate"), "--cpu", "--batch-size", str(GEN_BATCH),
+           "--max-len-a", "0", "--max-len-b", str(GEN_LEN), "--min-len", str(GEN_LEN),
+           "--gen-subset", gen_subset, "--quiet"]
+    # fairseq's own checkpoints pickle argparse.Namespace, which torch >= 2.6 refuses by default; the
+    # plugin allowlists it for ours (xlm_fairseq/safe_load.py), the peer runs without the plugin
+    peer_env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    generate = {}
+    for beam in (5, 1):
+        generate[f"ours_generate_beam{beam}"] = [
+            *gen, str(paths["ours"]), "--user-dir", user_dir, "--task", "translation_lm", "-s", "de", "-t", "en",
+            "--path", str(ckpt / "ours" / "checkpoint_last.pt"), "--beam", str(beam)]
+        generate[f"peer_generate_beam{beam}"] = [
+            *gen, str(paths["translation"]), "--task", "translation", "-s", "de", "-t", "en",
+            "--path", str(ckpt / "peer" / "checkpoint_last.pt"), "--beam", str(beam)]
+    print(f"fairseq-generate (sentences/s, every hypothesis {GEN_LEN} tokens)", flush=True)
+    for _ in range(gen_repeats):
+        for name, cmd in generate.items():
+            measure_generation(name, cmd, work, runs, env=None if name.startswith("ours") else peer_env)
+
+    # the machine's matmul rate drifts (shared cores): measured again at the end, the higher counts
+    peak = max(peak, matmul_flops())
+    print(f"  reference matmul again: {peak / 1e9:.1f} GFLOP/s (at start {peak_at_start / 1e9:.1f})", flush=True)
+    figures = {name: {key: statistics.median(r[key] for r in rs) for key in rs[0] if isinstance(rs[0][key], (int, float))}
+               for name, rs in runs.items()}
+
+    def ratio(ours, peer, key):
+        return figures[ours][key] / figures[peer][key]
+
+    ours_flops = mlm_flops_per_token() * figures["ours_mlm"]["tokens_per_s"]
+    peer_flops = mlm_flops_per_token(extra_head_dim=DIM) * figures["peer_masked_lm"]["tokens_per_s"]
+    result = {
+        "pretrain_ratio": ratio("ours_mlm", "peer_masked_lm", "tokens_per_s"),
+        "pretrain_tlm_ratio": ratio("ours_mlm_tlm", "peer_masked_lm", "tokens_per_s"),
+        "unmt_ratio": ratio("ours_unmt", "peer_online_backtranslation", "sentences_per_s"),
+        "generate_beam5_ratio": ratio("ours_generate_beam5", "peer_generate_beam5", "sentences_per_s"),
+        "generate_beam1_ratio": ratio("ours_generate_beam1", "peer_generate_beam1", "sentences_per_s"),
+        "peak_rss_ratio": max(ratio("ours_mlm", "peer_masked_lm", "peak_rss_mib"),
+                              ratio("ours_unmt", "peer_online_backtranslation", "peak_rss_mib")),
+        "peak_rss_ratio_pretrain": ratio("ours_mlm", "peer_masked_lm", "peak_rss_mib"),
+        "peak_rss_ratio_unmt": ratio("ours_unmt", "peer_online_backtranslation", "peak_rss_mib"),
+        "mfu": ours_flops / peak,
+        "mfu_peer": peer_flops / peak,
+        "matmul_gflops": peak / 1e9,
+        "figures": figures,
+        "runs": runs,
+        "mode": "quick" if args.quick else "full",
+        "repeats": {"training": repeats, "generation": gen_repeats},
+        "dims": {"dim": DIM, "layers": LAYERS, "heads": HEADS, "ffn": FFN, "vocab": VOCAB, "block": BLOCK,
+                 "blocks_per_batch": BLOCKS, "unmt_max_tokens": UNMT_MAX_TOKENS, "generate_len": GEN_LEN,
+                 "generate_batch": GEN_BATCH},
+        "versions": versions(),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "seconds": round(time.time() - started, 1),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print()
+    print(table(result))
+    print(f"\nwrote {args.out} ({result['seconds']:.0f} s)")
+
+
+def versions():
+    import fairseq
+    import torch
+
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = ""
+    return {"python": platform.python_version(), "torch": torch.__version__, "fairseq": fairseq.__version__,
+            "torch_threads": torch.get_num_threads(), "cpu": cpu, "cores": os.cpu_count(), "commit": commit,
+            "device": "cpu"}
+
+
+def table(r):
+    f = r["figures"]
+    rows = [
+        ("pretraining MLM, tokens/s", "ours_mlm", "peer_masked_lm", "tokens_per_s", "masked_lm (roberta)"),
+        ("pretraining MLM+TLM, tokens/s", "ours_mlm_tlm", "peer_masked_lm", "tokens_per_s", "masked_lm (roberta)"),
+        ("UNMT AE+BT, sentences/s", "ours_unmt", "peer_online_backtranslation", "sentences_per_s", "online_backtranslation"),
+        ("generate beam 5, sentences/s", "ours_generate_beam5", "peer_generate_beam5", "sentences_per_s", "transformer"),
+        ("generate beam 1, sentences/s", "ours_generate_beam1", "peer_generate_beam1", "sentences_per_s", "transformer"),
+        ("peak RSS pretraining MLM, MiB", "ours_mlm", "peer_masked_lm", "peak_rss_mib", "masked_lm (roberta)"),
+        ("peak RSS UNMT, MiB", "ours_unmt", "peer_online_backtranslation", "peak_rss_mib", "online_backtranslation"),
+    ]
+    out = ["| measure | ours | peer | ours/peer | peer system |", "|---|---:|---:|---:|---|"]
+    for label, ours, peer, key, who in rows:
+        a, b = f[ours][key], f[peer][key]
+        out.append(f"| {label} | {a:.1f} | {b:.1f} | {a / b:.2f} | {who} |")
+    out.append(f"| MFU (MLM training FLOP/s / matmul {r['matmul_gflops']:.0f} GFLOP/s) | {r['mfu']:.2f} | "
+               f"{r['mfu_peer']:.2f} | {r['mfu'] / r['mfu_peer']:.2f} | masked_lm (roberta) |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except BenchError as e:
+        sys.exit(f"bench: error: {e}")
