@@ -73,6 +73,65 @@ def test_incremental_decoding_matches_full_forward():
     assert torch.allclose(full, torch.cat(steps, dim=1), atol=1e-5)
 
 
+def _attention_by_the_formula(mha, x, key_padding_mask=None, kv=None, causal=False):
+    """XLM's attention written out: softmax(q k^T / sqrt(d) + mask) v, the scores materialised."""
+    def heads(t):
+        return t.view(t.size(0), -1, mha.n_heads, mha.head_dim).transpose(1, 2)
+
+    src = x if kv is None else kv
+    q, k, v = heads(mha.q_lin(x)) / mha.head_dim ** 0.5, heads(mha.k_lin(src)), heads(mha.v_lin(src))
+    scores = q @ k.transpose(2, 3)
+    if key_padding_mask is not None:
+        scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
+    if causal:
+        future = torch.ones(x.size(1), src.size(1), dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    context = torch.softmax(scores, dim=-1) @ v
+    return mha.out_lin(context.transpose(1, 2).reshape(x.shape))
+
+
+@pytest.mark.parametrize("path", ["fused", "cpu-dropout"])
+@pytest.mark.parametrize("case", ["plain", "padding", "causal", "causal+padding", "cross+padding"])
+def test_attention_equals_the_formula(case, path):
+    """Attention runs through torch's scaled_dot_product_attention, or in CPU training with attention
+    dropout through the written-out maths with the cheaper mask: the same numbers as the formula either
+    way (a dropout below 1/131072 rounds to keeping every weight, so the dropout path can be compared)."""
+    mha = _stack(is_decoder=True).attentions[0]
+    if path == "cpu-dropout":
+        mha.dropout = 1e-7
+        mha.train()
+    torch.manual_seed(1)
+    x, src = torch.randn(3, 9, 32), torch.randn(3, 11, 32)
+    pad = torch.zeros(3, 11 if "cross" in case else 9, dtype=torch.bool)
+    pad[1, -4:] = True
+    pad[2, -1:] = True
+    kw = {"causal": "causal" in case}
+    if "padding" in case:
+        kw["key_padding_mask"] = pad
+    if "cross" in case:
+        kw["kv"] = src
+    assert torch.allclose(mha(x, **kw), _attention_by_the_formula(mha, x, **kw), atol=1e-6)
+
+
+def test_cpu_dropout_keeps_expectation_and_routes_gradient():
+    from xlm_fairseq.models.xlm import dropout
+
+    torch.manual_seed(0)
+    x = (torch.rand(1000, 1001) + 0.5).requires_grad_()  # an odd size: the 16-bit draws do not divide it
+    y = dropout(x, 0.1, training=True)
+    kept = y.ne(0)
+    assert abs(kept.float().mean().item() - 0.9) < 0.002
+    scale = 65536 / (65536 - round(0.1 * 65536))
+    assert torch.allclose(y[kept], x[kept] * scale)
+    y.sum().backward()
+    assert torch.equal(x.grad.ne(0), kept) and torch.allclose(x.grad[kept], torch.full_like(x.grad[kept], scale))
+    assert dropout(x, 0.1, training=False) is x and dropout(x, 0.0, training=True) is x
+    assert dropout(x, 1.0, training=True).eq(0).all()
+    # every bit of the 64-bit draws is used: no 16-bit lane is biased
+    lanes = torch.stack([dropout(torch.ones(4096, 4), 0.5, True)[:, i].ne(0).float().mean() for i in range(4)])
+    assert torch.all((lanes - 0.5).abs() < 0.03), lanes
+
+
 def test_every_registered_name_is_the_plugins():
     from fairseq.criterions import CRITERION_REGISTRY
     from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
