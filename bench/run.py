@@ -109,7 +109,9 @@ def prepare_data(work: Path) -> dict:
     head.parent.mkdir(parents=True, exist_ok=True)
     for lang in ("en", "de"):
         lines = (SAMPLE / f"test.en-de.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)[:128]
-        Path(f"{head}.{lang}").write_text("".join(lines), encoding="utf-8")
+        out = Path(f"{head}.{lang}")
+        if not out.exists() or out.read_text(encoding="utf-8") != "".join(lines):  # preprocess checks mtimes
+            out.write_text("".join(lines), encoding="utf-8")
     cmd = [sys.executable, "-m", "preprocess.prepare", str(data), "--langs", "de,en", "--vocab-size", str(VOCAB),
            "--mono", f"train:en={SAMPLE / 'mono.en'}", "--mono", f"train:de={SAMPLE / 'mono.de'}",
            "--para", f"train:en-de={SAMPLE / 'train.en-de'}", "--para", f"test:en-de={SAMPLE / 'test.en-de'}",
@@ -167,8 +169,11 @@ def train_windows(log_text):
     ]
 
 
-def measure_training(name, cmd, work, runs):
-    """One training process; appends {median of its windows, peak RSS} to runs[name]."""
+def measure_training(name, cmd, work, runs, save_dir=None):
+    """One training process; appends {median of its windows, peak RSS} to runs[name]. A ``save_dir``
+    is emptied first: fairseq would resume from the last run's checkpoint."""
+    if save_dir is not None:
+        shutil.rmtree(save_dir, ignore_errors=True)
     log = work / "logs" / f"{name}.{len(runs.setdefault(name, []))}.log"
     text, rss, seconds = run_child(cmd, log)
     windows = train_windows(text)[1:]  # the first window holds the warm-up
@@ -290,9 +295,10 @@ def main(argv=None):
     print("unsupervised MT, AE + BT (source sentences/s)", flush=True)
     for _ in range(repeats):
         for name, cmd in unmt.items():
-            measure_training(name, cmd, work, runs)
+            measure_training(name, cmd, work, runs, save_dir=ckpt / "ours" if name == "ours_unmt" else None)
 
     # the peer for generation: a plain transformer, trained just long enough to have a checkpoint
+    shutil.rmtree(ckpt / "peer", ignore_errors=True)
     run_child([*train, str(paths["translation"]), "--task", "translation", "-s", "de", "-t", "en", *PEER_SEQ2SEQ,
                *TRAIN_COMMON, "--max-tokens", str(UNMT_MAX_TOKENS), "--max-update", "2",
                "--save-dir", str(ckpt / "peer"), "--no-epoch-checkpoints"], work / "logs" / "peer_translation_train.log")

@@ -147,6 +147,16 @@ def test_back_translation_is_greedy_generation_in_the_other_language(unmt, data_
     assert not out["net_input"]["src_tokens"].requires_grad
     assert out["net_input"]["src_langs"].tolist() == [task.lang2id["de"]] * 16  # generated side is German
     assert out["net_input"]["tgt_langs"].tolist() == [task.lang2id["en"]] * 16  # reconstruct English
+    # a whole batch (sentences ending at different steps leave it) gives SequenceGenerator's beam-1 words
+    from fairseq.sequence_generator import SequenceGenerator
+
+    model.eval()
+    reference = SequenceGenerator([model], task.dictionary, beam_size=1, max_len_a=1.3, max_len_b=5).generate([model], batch)
+    model.train()
+    expected = {int(sid): h[0]["tokens"].tolist() for sid, h in zip(batch["id"], reference)}
+    pad = task.dictionary.pad()
+    got = {int(sid): [t for t in row.tolist() if t != pad][1:] for sid, row in zip(out["id"], out["net_input"]["src_tokens"])}
+    assert got == expected  # (this barely trained model runs to the length limit; test_model.py covers early ends)
     # the generated sentences are exactly what fairseq-generate --beam 1 produces with the same limits
     # (the length limit depends on the longest source of a batch, so compare one sentence per batch)
     hyps, _ = _generate(data_bin, unmt[0] / "checkpoint_last.pt", "en", "de", "--beam", "1", "--max-len-a", "1.3",

@@ -132,6 +132,38 @@ def test_cpu_dropout_keeps_expectation_and_routes_gradient():
     assert torch.all((lanes - 0.5).abs() < 0.03), lanes
 
 
+@pytest.mark.parametrize("eos_bias,lengths_seen", [(1.6, {19}), (3.0, {3, 5}), (4.0, {2})])
+def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, lengths_seen):
+    """Back-translation's own greedy loop (preallocated cache, finished sentences dropped) gives the
+    words of fairseq's SequenceGenerator at beam 1 for a whole batch, also where sentences end at
+    different steps and where the length limit forces </s>."""
+    from fairseq.data import Dictionary
+    from fairseq.sequence_generator import SequenceGenerator
+    from xlm_fairseq.models.xlm import XLMDecoder, XLMEncoder, XLMModel
+
+    d = Dictionary()
+    for i in range(46):
+        d.add_symbol(f"w{i}")
+    model = XLMModel(None, XLMEncoder(d, _stack(with_output=False)), XLMDecoder(d, _stack(is_decoder=True))).eval()
+    with torch.no_grad():  # how likely </s> is: never (the limit forces it), mid-batch, at once
+        model.decoder.transformer.pred_layer.proj.bias[d.eos()] = eos_bias
+    torch.manual_seed(3)
+    src = torch.randint(4, 50, (24, 10))
+    src[:, 0] = d.eos()
+    src[:, -1] = d.eos()
+    src[::3, 6] = d.eos()
+    src[::3, 7:] = d.pad()  # a third are shorter: right padding
+    net_input = {"src_tokens": src, "src_lengths": src.ne(d.pad()).sum(1), "src_langs": torch.zeros(24, dtype=torch.long),
+                 "tgt_langs": torch.full((24,), 2)}
+    hypos = SequenceGenerator([model], d, beam_size=1, max_len_a=1.3, max_len_b=5).generate([model], {"net_input": net_input})
+    encoder_out = model.encoder(src, src_langs=net_input["src_langs"])
+    ours = model.decoder.transformer.generate_greedy(
+        encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0], net_input["tgt_langs"], int(1.3 * 10 + 5), d.eos()
+    )
+    assert [t.tolist() for t in ours] == [h[0]["tokens"].tolist() for h in hypos]
+    assert {len(t) for t in ours} == lengths_seen  # 19: the limit, 18 words + </s>
+
+
 def test_every_registered_name_is_the_plugins():
     from fairseq.criterions import CRITERION_REGISTRY
     from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY

@@ -46,16 +46,18 @@ class XLMCrossEntropyCriterion(FairseqCriterion):
         pad = self.padding_idx
         loss_sum = F.cross_entropy(logits.float(), target, ignore_index=pad, reduction="sum")
         real = target.ne(pad)
-        n = int(real.sum())
+        n = real.sum()
+        # tensors, not Python numbers: fairseq reduces them after the step, so no objective waits
+        # for the device mid-update (the .item() syncs happen once, when metrics are logged)
         log = {
-            f"{key}:loss": loss_sum.detach().item(),
+            f"{key}:loss": loss_sum.detach(),
             f"{key}:ntokens": n,
-            f"{key}:correct": int((logits.argmax(-1).eq(target) & real).sum()),
+            f"{key}:correct": (logits.argmax(-1).eq(target) & real).sum(),
             "ntokens": sample.get("ntokens", n),  # fairseq's wps/wpb: input tokens (LM), target tokens (MT)
             "nsentences": sample["nsentences"],
             "sample_size": 1,
         }
-        return loss_sum / max(n, 1), 1, log
+        return loss_sum / n.clamp(min=1), 1, log
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:

@@ -92,7 +92,8 @@ class MultiHeadAttention(nn.Module):
     """Scaled dot-product attention with XLM's parameter names.
 
     ``cache`` (a dict, incremental decoding only) keeps this layer's keys/values under ``cache_key``:
-    self-attention appends the new step, encoder-decoder attention computes the source once.
+    self-attention appends the new step (into buffers of ``cache["capacity"]`` steps, written at
+    ``cache["step"]``, when those are given), encoder-decoder attention computes the source once.
     """
 
     def __init__(self, n_heads: int, dim: int, dropout: float):
@@ -122,7 +123,15 @@ class MultiHeadAttention(nn.Module):
         q = self._heads(self.q_lin(x))
         if kv is None:  # self-attention
             k, v = self._heads(self.k_lin(x)), self._heads(self.v_lin(x))
-            if cache is not None:
+            if cache is not None and "step" in cache:  # preallocated (generate_greedy): write in place
+                step = cache["step"]
+                if cache.get(cache_key + "k") is None:
+                    shape = (bs, self.n_heads, cache["capacity"], self.head_dim)
+                    cache[cache_key + "k"], cache[cache_key + "v"] = k.new_empty(shape), v.new_empty(shape)
+                cache[cache_key + "k"][:, :, step : step + qlen] = k
+                cache[cache_key + "v"][:, :, step : step + qlen] = v
+                k, v = cache[cache_key + "k"][:, :, : step + qlen], cache[cache_key + "v"][:, :, : step + qlen]
+            elif cache is not None:
                 if cache.get(cache_key + "k") is not None:
                     k = torch.cat([cache[cache_key + "k"], k], dim=2)
                     v = torch.cat([cache[cache_key + "v"], v], dim=2)
@@ -291,6 +300,51 @@ class XLMTransformer(nn.Module):
             x = self.layer_norm2[i](x + self.ffns[i](x))
             x = x * keep
         return x
+
+
+    @torch.inference_mode()
+    def generate_greedy(
+        self, src_enc: Tensor, src_padding_mask: Tensor, tgt_langs: Tensor, max_len: int, eos: int
+    ) -> List[Tensor]:
+        """XLM's ``generate``: greedy decoding from the encoder output, for back-translation.
+
+        Token for token what fairseq's SequenceGenerator gives at beam 1 with ``max_len``: ``</s>``
+        is never the first word, ``<pad>`` never chosen, ``</s>`` forced after ``max_len`` words.
+        Keys/values live in buffers allocated once; finished sentences leave the batch.
+        Returns each sentence's words followed by ``</s>``, in batch order."""
+        bs = src_enc.size(0)
+        device = src_enc.device
+        out = torch.full((bs, max_len + 1), self.pad_index, dtype=torch.long, device=device)
+        lengths = torch.full((bs,), max_len + 1, dtype=torch.long, device=device)
+        alive = torch.arange(bs, device=device)
+        cache: Dict = {"step": 0, "capacity": max_len}
+        word = torch.full((bs, 1), eos, dtype=torch.long, device=device)
+        for step in range(max_len + 1):
+            if step == max_len:
+                out[alive, step] = eos
+                break
+            x = self.forward(word, langs=tgt_langs, positions=torch.full_like(word, step), causal=True,
+                             src_enc=src_enc, src_padding_mask=src_padding_mask, cache=cache)
+            scores = self.pred_layer(x[:, -1])
+            scores[:, self.pad_index] = -math.inf
+            if step == 0:
+                scores[:, eos] = -math.inf
+            word = scores.argmax(-1)
+            out[alive, step] = word
+            cache["step"] = step + 1
+            done = word.eq(eos)
+            if done.any():
+                lengths[alive[done]] = step + 1
+                keep = (~done).nonzero().squeeze(1)
+                if keep.numel() == 0:
+                    break
+                alive, word, tgt_langs = alive[keep], word[keep], tgt_langs[keep]
+                src_enc, src_padding_mask = src_enc[keep], src_padding_mask[keep]
+                for key, value in cache.items():
+                    if isinstance(value, Tensor):
+                        cache[key] = value[keep]
+            word = word[:, None]
+        return [out[i, :n] for i, n in enumerate(lengths.tolist())]
 
 
 # --------------------------------------------------------------------------------------------

@@ -154,7 +154,7 @@ class XLMTask(FairseqTask):
                 if ignore_grad:
                     loss = loss * 0
                 optimizer.backward(loss)
-            total_loss += loss.detach().item()
+            total_loss += loss.detach()
             total_size += sample_size
             for k, v in log.items():
                 logs[k] = logs.get(k, 0) + v

@@ -205,7 +205,6 @@ class TranslationLMTask(XLMTask):
             "bt": parse_schedule(cfg.lambda_bt, "lambda-bt"),
             "mt": parse_schedule(cfg.lambda_mt, "lambda-mt"),
         }
-        self._bt_generator = None
         self._valid_generator = None
         if self.langs:
             self._check_steps()
@@ -368,23 +367,32 @@ class TranslationLMTask(XLMTask):
 
     def back_translate(self, model, batch, src_lang_id: int, mid_lang_id: int) -> Dict:
         """XLM's online BT: greedy translation src->mid with the model in eval mode and no gradient;
-        returns the training batch mid->src (generated sentences as source, originals as target)."""
+        returns the training batch mid->src (generated sentences as source, originals as target).
+
+        Decoding is the model's own greedy loop (XLM's ``generate``): the same words as fairseq's
+        SequenceGenerator at beam 1 with the same length limit, without a beam search's bookkeeping."""
         model = getattr(model, "module", model)
-        was_training = model.training  # before building the generator: SequenceGenerator calls eval()
-        if self._bt_generator is None or self._bt_generator.model.single_model is not model:
-            self._bt_generator = self._generator(model, self.cfg.bt_max_len_a, self.cfg.bt_max_len_b)
+        was_training = model.training
         model.eval()
-        with torch.no_grad():
-            hypos = self._bt_generator.generate([model], batch)
+        net_input = batch["net_input"]
+        src_tokens = net_input["src_tokens"]
+        # SequenceGenerator's limit: a * (padded source length) + b, within the decoder's positions
+        max_len = min(int(self.cfg.bt_max_len_a * src_tokens.size(1) + self.cfg.bt_max_len_b), model.max_decoder_positions() - 1)
+        with torch.inference_mode():
+            encoder_out = model.encoder(src_tokens, src_langs=net_input["src_langs"])
+            mid_langs = torch.full((src_tokens.size(0),), mid_lang_id, dtype=torch.long, device=src_tokens.device)
+            generated = model.decoder.transformer.generate_greedy(
+                encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0], mid_langs, max_len, self.dictionary.eos()
+            )
         model.train(was_training)
         pad, eos = self.dictionary.pad(), self.dictionary.eos()
         samples = [
             {
                 "id": int(batch["id"][i]),
-                "source": torch.cat([torch.LongTensor([eos]), hypos[i][0]["tokens"].cpu()]),
+                "source": torch.cat([torch.LongTensor([eos]), generated[i].cpu()]),
                 "target": utils.strip_pad(batch["target"][i], pad).cpu(),
             }
-            for i in range(len(hypos))
+            for i in range(len(generated))
         ]
         new = collate_pairs(samples, pad, eos, left_pad_source=False, left_pad_target=False, input_feeding=True)
         new = add_langs(new, mid_lang_id, src_lang_id)
