@@ -113,6 +113,34 @@ def test_attention_equals_the_formula(case, path):
     assert torch.allclose(mha(x, **kw), _attention_by_the_formula(mha, x, **kw), atol=1e-6)
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_recomputed_attention_dropout_has_autograds_gradients(masked):
+    """The CPU training path keeps no attention weights and rebuilds them (and the same dropout mask)
+    in the backward pass: its output and gradients equal autograd's through the written-out maths."""
+    from xlm_fairseq.models.xlm import _CPUAttentionWithDropout, _keep_mask
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 7, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    allowed = torch.ones(7, 7, dtype=torch.bool).tril()[None, None] if masked else None
+    grad = torch.randn(2, 3, 7, 8, dtype=torch.float64)
+
+    torch.manual_seed(5)
+    ours = _CPUAttentionWithDropout.apply(q, k, v, allowed, 0.3)
+    ours_grads = torch.autograd.grad(ours, (q, k, v), grad)
+
+    torch.manual_seed(5)  # the same seed for the mask, drawn as the forward draws it
+    seed = int(torch.randint(0, 2 ** 62, (1,)))
+    scores = q @ k.transpose(2, 3)
+    if masked:
+        scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+    keep, scale = _keep_mask((2, 3, 7, 7), 0.3, torch.Generator().manual_seed(seed))
+    reference = (torch.softmax(scores, -1) * keep * scale) @ v
+    assert 0.5 < keep.float().mean() < 0.9
+    assert torch.allclose(ours, reference, atol=1e-12)
+    for a, b in zip(ours_grads, torch.autograd.grad(reference, (q, k, v), grad)):
+        assert torch.allclose(a, b, atol=1e-10)
+
+
 def test_cpu_dropout_keeps_expectation_and_routes_gradient():
     from xlm_fairseq.models.xlm import dropout
 

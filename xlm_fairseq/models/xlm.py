@@ -54,21 +54,24 @@ def sinusoidal_embeddings(n_pos: int, dim: int) -> Tensor:
     return table.float()
 
 
-class _CPUDropout(torch.autograd.Function):
-    """Dropout whose keep-mask comes from 16-bit random integers (four per 64-bit draw).
+def _keep_mask(shape, p: float, generator: Optional[torch.Generator] = None):
+    """Dropout's keep-mask from 16-bit random integers (four per 64-bit draw), and the scale of what
+    is kept. torch's CPU dropout draws one float per element with ``bernoulli_`` (15-20 % of an XLM
+    training step on CPU); this draws a quarter as many random numbers. The probability is rounded
+    to a multiple of 1/65536 (0.1 -> 0.1000061) and the scale is 1 / (1 - that), so every kept value
+    keeps its expectation."""
+    dropped = round(p * 65536)
+    n = math.prod(shape)
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2 ** 63), None, generator=generator)
+    return (bits.view(torch.int16)[:n] >= dropped - 32768).view(shape), 65536.0 / (65536 - dropped)
 
-    torch's CPU dropout draws one float per element with ``bernoulli_``: 15-20 % of an XLM training
-    step on CPU, and 2/3 of attention's forward+backward once attention weights are dropped. This
-    draws a quarter as many random numbers. The probability is rounded to a multiple of 1/65536
-    (0.1 -> 0.1000061) and the scale is 1 / (1 - that), so every kept value keeps its expectation."""
+
+class _CPUDropout(torch.autograd.Function):
+    """Dropout with the mask of :func:`_keep_mask`."""
 
     @staticmethod
     def forward(ctx, x: Tensor, p: float) -> Tensor:
-        dropped = round(p * 65536)
-        n = x.numel()
-        bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2 ** 63), None)
-        keep = (bits.view(torch.int16)[:n] >= dropped - 32768).view(x.shape)
-        ctx.scale = 65536.0 / (65536 - dropped)
+        keep, ctx.scale = _keep_mask(x.shape, p)
         ctx.save_for_backward(keep)
         return x.mul(keep).mul_(ctx.scale)
 
@@ -76,6 +79,41 @@ class _CPUDropout(torch.autograd.Function):
     def backward(ctx, grad: Tensor):
         (keep,) = ctx.saved_tensors
         return grad.mul(keep).mul_(ctx.scale), None
+
+
+class _CPUAttentionWithDropout(torch.autograd.Function):
+    """dropout(softmax(q k^T + mask)) v for CPU training, keeping only q, k, v and a seed for the
+    backward pass, which rebuilds the B x H x qlen x klen weights (FlashAttention's recomputation).
+
+    torch's CPU kernels drop attention weights in the unfused maths with ``bernoulli_`` masks and keep
+    the weights, their dropped copy and the mask for every layer: 1.7x slower than this forward and
+    backward, and about 150 MB more peak memory for 4 layers of 16 x 256 tokens. ``q`` comes scaled."""
+
+    @staticmethod
+    def _weights(q, k, allowed, p, seed):
+        scores = torch.matmul(q, k.transpose(2, 3))
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+        probs = F.softmax(scores, dim=-1)
+        keep, scale = _keep_mask(probs.shape, p, torch.Generator().manual_seed(seed))
+        return probs, keep, scale
+
+    @staticmethod
+    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, allowed: Optional[Tensor], p: float) -> Tensor:
+        seed = int(torch.randint(0, 2 ** 62, (1,)))  # from the default generator: fairseq's --seed holds
+        probs, keep, scale = _CPUAttentionWithDropout._weights(q, k, allowed, p, seed)
+        ctx.save_for_backward(q, k, v, allowed)
+        ctx.p, ctx.seed = p, seed
+        return torch.matmul(probs.mul_(keep).mul_(scale), v)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        q, k, v, allowed = ctx.saved_tensors
+        probs, keep, scale = _CPUAttentionWithDropout._weights(q, k, allowed, ctx.p, ctx.seed)
+        grad_v = torch.matmul(probs.mul(keep).mul_(scale).transpose(2, 3), grad)
+        grad_probs = torch.matmul(grad, v.transpose(2, 3)).mul_(keep).mul_(scale)
+        grad_scores = probs.mul_(grad_probs.sub_((grad_probs * probs).sum(-1, keepdim=True)))
+        return torch.matmul(grad_scores, k), torch.matmul(grad_scores.transpose(2, 3), q), grad_v, None, None
 
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
@@ -156,15 +194,9 @@ class MultiHeadAttention(nn.Module):
             keys = ~key_padding_mask[:, None, None, :]
             allowed = keys if allowed is None else allowed & keys
         if self.training and self.dropout > 0 and x.device.type == "cpu":
-            # dropping attention weights sends torch's CPU kernel to the unfused maths with bernoulli_
-            # masks; the same maths with the cheaper mask is 1.5x faster (forward + backward)
             if is_causal:
                 allowed = torch.ones(qlen, klen, dtype=torch.bool, device=x.device).tril()[None, None]
-            scores = torch.matmul(q * self.head_dim ** -0.5, k.transpose(2, 3))
-            if allowed is not None:
-                scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
-            weights = dropout(F.softmax(scores.float(), dim=-1).type_as(scores), self.dropout, True)
-            context = torch.matmul(weights, v)
+            context = _CPUAttentionWithDropout.apply(q * self.head_dim ** -0.5, k, v, allowed, self.dropout)
         else:
             context = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=allowed, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal
@@ -454,7 +486,13 @@ class XLMDecoder(FairseqIncrementalDecoder):
     def reorder_incremental_state(self, incremental_state, new_order):
         cache = self.get_incremental_state(incremental_state, "cache")
         if cache:
-            cache = {k: (v.index_select(0, new_order) if v is not None else None) for k, v in cache.items()}
+            # the source's keys/values are the same for every hypothesis of a sentence, so a reorder
+            # within the beams leaves them as they are; only when finished sentences leave the batch
+            # (the order changes size) are they selected (fairseq's MultiheadAttention does the same)
+            cache = {
+                k: v if v is None or (k.startswith("src") and v.size(0) == new_order.numel()) else v.index_select(0, new_order)
+                for k, v in cache.items()
+            }
             self.set_incremental_state(incremental_state, "cache", cache)
 
     def max_positions(self):
