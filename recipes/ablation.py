@@ -252,7 +252,7 @@ class Ablation:
     def bleu(self, gen_log, tgt):
         import sacrebleu
 
-        from preprocess.prepare import detokenize
+        from preprocess.text import detokenize
 
         hyps = {}
         for line in Path(gen_log).read_text().splitlines():

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from preprocess.prepare import (
+from preprocess import (
     SPECIAL_SYMBOLS,
     detokenize,
     normalize_and_tokenize,
@@ -422,8 +422,8 @@ def test_bpe_codes(tmp_path):
     assert (dest / "dict.txt").read_bytes() == dictionary.read_bytes()  # copied as is
     assert (dest / "bpe.codes").read_bytes() == codes.read_bytes()
     tokenizer = json.loads((dest / "xlm_tokenizer.json").read_text(encoding="utf-8"))
-    assert tokenizer == {"type": "xlm_bpe", "lowercase_and_remove_accent": False, "langs": ["en", "de"],
-                         "bpe_codes": "bpe.codes"}
+    assert tokenizer == {"type": "xlm_bpe", "lowercase_and_remove_accent": False, "bpe_codes": "bpe.codes"}
+    assert json.loads((dest / "manifest.json").read_text(encoding="utf-8"))["options"]["langs"] == ["en", "de"]
     summary = json.loads((dest / "summary.json").read_text(encoding="utf-8"))
     assert summary["vocab"]["bpe_codes"] == 5
     assert summary["datasets"]["train.en"]["unk"] == 1 and summary["datasets"]["train.en"]["empty_lines"] == 1

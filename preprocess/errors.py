@@ -1,0 +1,40 @@
+"""The one error type of ``preprocess/`` (the plugin's ``XLMUserError`` derives from it), and how a
+command line reports it: one line naming the option or file, exit status 2, never a traceback."""
+
+import argparse
+import sys
+from typing import Callable, Optional, Sequence
+
+
+class UserError(ValueError):
+    """A bad option or input: reported as one line that names the option or file, never a traceback."""
+
+
+def _prefix(name: Optional[str]) -> str:
+    return f"{name}: error: " if name else "error: "
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line too: ``NAME: error: ... (see --help)``, exit 2."""
+
+    def __init__(self, *args, name: Optional[str] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.name = name
+
+    def error(self, message):
+        sys.stderr.write(f"{_prefix(self.name)}{message} (see --help)\n")
+        sys.exit(2)
+
+
+def run_command(name: Optional[str], run: Callable[[Optional[Sequence[str]]], int],
+                argv: Optional[Sequence[str]] = None) -> int:
+    """``run(argv)``, with a :class:`UserError` printed as one line ``NAME: error: ...`` (exit 2)."""
+    try:
+        return run(argv)
+    except UserError as e:
+        sys.stdout.flush()
+        sys.stderr.write(f"{_prefix(name)}{' '.join(str(e).split())}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{name or sys.argv[0]}: interrupted\n")
+        return 130
