@@ -13,7 +13,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import xlm_fairseq  # noqa: E402,F401
 from test_convert import CORPUS, make_hf_dir  # noqa: E402
 from xlm_fairseq import convert  # noqa: E402
-from xlm_fairseq.hub import HubError, XLMBPETokenizer, XLMHubInterface  # noqa: E402
+from preprocess.subwords import XLMBPETokenizer  # noqa: E402
+from xlm_fairseq.errors import XLMUserError  # noqa: E402
+from xlm_fairseq.hub import XLMHubInterface  # noqa: E402
 from xlm_fairseq.models.xlm import XLMModel  # noqa: E402
 
 
@@ -132,9 +134,9 @@ def test_langs_as_code_or_tensor(xlm):
     assert torch.equal(by_code, xlm.predict(tokens.unsqueeze(0), torch.tensor([0])))  # per sentence
     assert torch.equal(by_code, xlm.predict(tokens, 0))
     assert not torch.allclose(by_code, xlm.predict(tokens, "de"))  # language embeddings are used
-    with pytest.raises(HubError, match="not one of"):
+    with pytest.raises(XLMUserError, match="not one of"):
         xlm.predict(tokens, "fr")
-    with pytest.raises(HubError, match="language embeddings"):
+    with pytest.raises(XLMUserError, match="language embeddings"):
         xlm.predict(tokens)
 
 
@@ -147,7 +149,7 @@ def test_fill_mask(xlm):
         assert isinstance(sentence, str) and isinstance(score, float) and isinstance(token, str)
         assert token not in ("<s>", "<pad>", "</s>", "<unk>", "<special1>")
         assert sentence.startswith("the ") and sentence.endswith("sat on the mat.")
-    with pytest.raises(HubError, match="exactly one"):
+    with pytest.raises(XLMUserError, match="exactly one"):
         xlm.fill_mask("no mask here", "en")
 
 
@@ -159,7 +161,7 @@ def test_missing_codes_is_a_clear_error(bpe_dir, tmp_path):
     os.remove(d / "bpe.codes")
     hub = XLMHubInterface.from_pretrained(str(d))
     assert hub.extract_features(torch.tensor([2, 20, 2]), "en").shape == (1, 3, 32)  # tensors still work
-    with pytest.raises(HubError, match="bpe.codes"):
+    with pytest.raises(XLMUserError, match="bpe.codes"):
         hub.encode("the cat", "en")
 
 

@@ -1,19 +1,25 @@
 """xlm_fairseq: XLM (Lample & Conneau, 2019) as a fairseq plugin (``--user-dir xlm_fairseq``).
 
 Importing registers the model ``xlm_transformer`` (archs ``xlm_tiny``, ``xlm_512``, ``xlm_1024``),
-the tasks ``cross_lingual_lm`` (replacing fairseq's legacy task of that name) and ``translation_lm``,
-and the criterion ``xlm_cross_entropy``; it also lets torch's weights-only loader read
-fairseq checkpoints through an explicit allowlist (see ``safe_load``).
+the tasks ``cross_lingual_lm`` and ``translation_lm``, and the criterion ``xlm_cross_entropy``.
 """
 
 from xlm_fairseq import cli, errors, safe_load
 
+# Importing the plugin changes three things outside it, each because fairseq's commands offer no hook:
+# - torch >= 2.6 loads weights-only, and fairseq's checkpoints pickle argparse/omegaconf/numpy objects:
+#   an explicit allowlist (safe_load) lets fairseq-train/-generate read them, and nothing else;
+# - a user error (bad option or file) raised inside fairseq-train/-generate prints one ``error:`` line
+#   instead of a traceback (other exceptions are untouched);
+# - ``fairseq-train --task cross_lingual_lm --help`` lists the task's options (fairseq adds them only
+#   after a first parse, which --help never reaches).
+# Registering ``cross_lingual_lm`` replaces fairseq's legacy MLM-only task of that name (tasks/__init__.py).
 safe_load.install()
 errors.install_excepthook()
 cli.install()
 
 from xlm_fairseq import criterions, models, tasks  # noqa: E402,F401  (registers everything)
-from xlm_fairseq.models.xlm import XLMModel  # noqa: E402,F401
+from xlm_fairseq.models.xlm import XLMLanguageModel, XLMModel  # noqa: E402,F401
 from xlm_fairseq.tasks import cross_lingual_lm, translation_lm  # noqa: E402,F401
 
-__all__ = ["XLMModel"]
+__all__ = ["XLMLanguageModel", "XLMModel"]

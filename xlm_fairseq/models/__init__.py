@@ -1,1 +1,1 @@
-from .xlm import XLMModel  # noqa: F401
+from .xlm import XLMLanguageModel, XLMModel  # noqa: F401

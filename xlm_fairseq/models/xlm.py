@@ -26,16 +26,20 @@ from torch import Tensor
 from omegaconf import II
 
 from fairseq.dataclass import FairseqDataclass
-from xlm_fairseq.errors import XLMUserError
 from fairseq.models import (
     FairseqEncoder,
     FairseqEncoderDecoderModel,
+    FairseqEncoderModel,
     FairseqIncrementalDecoder,
     register_model,
     register_model_architecture,
 )
 
+from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.hub import XLMHubInterface
+
 LAYER_NORM_EPS = 1e-12  # XLM's value; torch's default 1e-5 would change outputs of converted models
+LM_PREFIX = "encoder.transformer."  # where the pretrained LM's parameters sit in a checkpoint's state dict
 
 
 # --------------------------------------------------------------------------------------------
@@ -501,21 +505,46 @@ class XLMDecoder(FairseqIncrementalDecoder):
         return self.transformer.max_positions
 
 
-@register_model("xlm_transformer", dataclass=XLMConfig)
-class XLMModel(FairseqEncoderDecoderModel):
-    """XLM as a fairseq model: encoder-only LM, or encoder-decoder for translation.
+class _FromPretrained:
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """A loaded model with its dictionary and text pipeline: :class:`xlm_fairseq.hub.XLMHubInterface`."""
+        return XLMHubInterface.from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
 
-    ``forward`` without ``prev_output_tokens`` is the LM (MLM/TLM/CLM); with it, translation.
-    ``XLMModel.from_pretrained(dir)`` returns a :class:`xlm_fairseq.hub.XLMHubInterface`.
+
+class XLMLanguageModel(_FromPretrained, FairseqEncoderModel):
+    """The pretrained LM (MLM / TLM / CLM): one :class:`XLMTransformer` with its output layer.
+
+    Built by ``xlm_transformer`` for ``--task cross_lingual_lm``; its parameters are
+    ``encoder.transformer.*`` (``LM_PREFIX``), as in every checkpoint this plugin has written."""
+
+    def __init__(self, cfg, encoder: "XLMEncoder"):
+        super().__init__(encoder)
+        self.cfg = cfg
+
+    @property
+    def lm(self) -> XLMTransformer:
+        return self.encoder.transformer
+
+    def forward(self, src_tokens, src_lengths=None, src_langs=None, positions=None, causal: bool = False,
+                pred_mask=None, features_only: bool = False, **kwargs):
+        x = self.lm(src_tokens, langs=_expand_langs(src_langs, src_tokens), positions=positions, causal=causal)
+        if pred_mask is not None:  # only the predicted positions go through the (large) output layer
+            x = x[pred_mask]
+        return (x if features_only else self.lm.pred_layer(x)), {}
+
+
+@register_model("xlm_transformer", dataclass=XLMConfig)
+class XLMModel(_FromPretrained, FairseqEncoderDecoderModel):
+    """XLM for translation: encoder and decoder stacks, both initialised from one pretrained LM.
+
+    ``build_model`` gives this class for tasks whose ``builds_decoder`` is set (``translation_lm``)
+    and :class:`XLMLanguageModel` otherwise, so that checkpoints of either kind name one
+    architecture. ``XLMModel.from_pretrained(dir)`` returns a :class:`xlm_fairseq.hub.XLMHubInterface`.
     """
 
-    def __init__(self, cfg, encoder: XLMEncoder, decoder: Optional[XLMDecoder] = None):
-        if decoder is not None:
-            super().__init__(encoder, decoder)
-        else:  # FairseqEncoderDecoderModel insists on a decoder; the LM has none
-            nn.Module.__init__(self)
-            self._is_generation_fast = False
-            self.encoder, self.decoder = encoder, None
+    def __init__(self, cfg, encoder: XLMEncoder, decoder: XLMDecoder):
+        super().__init__(encoder, decoder)
         self.cfg = cfg
 
     @classmethod
@@ -544,7 +573,7 @@ class XLMModel(FairseqEncoderDecoderModel):
             )
 
         if not getattr(task, "builds_decoder", False):
-            return cls(cfg, XLMEncoder(dictionary, stack("encoder", False, True)))
+            return XLMLanguageModel(cfg, XLMEncoder(dictionary, stack("encoder", False, True)))
         if cfg.decoder_embed_dim != cfg.encoder_embed_dim:
             raise XLMUserError("--decoder-embed-dim must equal --encoder-embed-dim (one pretrained LM)")
         # the encoder of a translation model never predicts words: no output layer, no unused bias
@@ -555,35 +584,10 @@ class XLMModel(FairseqEncoderDecoderModel):
             decoder.transformer.pred_layer.proj.weight = encoder.transformer.embeddings.weight
         return cls(cfg, encoder, decoder)
 
-    @property
-    def lm(self) -> XLMTransformer:
-        return self.encoder.transformer
-
-    def forward(
-        self,
-        src_tokens,
-        src_lengths=None,
-        prev_output_tokens=None,
-        src_langs=None,
-        tgt_langs=None,
-        positions=None,
-        causal: bool = False,
-        pred_mask=None,
-        features_only: bool = False,
-        **kwargs,
-    ):
-        if prev_output_tokens is None:  # language model: MLM / TLM / CLM
-            x = self.lm(src_tokens, langs=_expand_langs(src_langs, src_tokens), positions=positions, causal=causal)
-            if pred_mask is not None:  # only the predicted positions go through the (large) output layer
-                x = x[pred_mask]
-            return (x if features_only else self.lm.pred_layer(x)), {}
+    def forward(self, src_tokens, src_lengths=None, prev_output_tokens=None, src_langs=None, tgt_langs=None,
+                features_only: bool = False, **kwargs):
         encoder_out = self.encoder(src_tokens, src_lengths, src_langs=src_langs, tgt_langs=tgt_langs)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only)
-
-    def max_positions(self):
-        if self.decoder is None:
-            return self.encoder.max_positions()
-        return (self.encoder.max_positions(), self.decoder.max_positions())
 
     def max_decoder_positions(self):
         return self.decoder.max_positions()
@@ -591,7 +595,7 @@ class XLMModel(FairseqEncoderDecoderModel):
     def load_pretrained_lm(self, lm_state: Dict[str, Tensor]) -> List[str]:
         """XLM's ``--reload_model enc,dec``: both stacks from one LM; encoder-decoder attention (and its
         LayerNorm) stay random. Returns the parameter names left as initialised."""
-        lm_state = {k[len("encoder.transformer.") :]: v for k, v in lm_state.items() if k.startswith("encoder.transformer.")}
+        lm_state = {k[len(LM_PREFIX) :]: v for k, v in lm_state.items() if k.startswith(LM_PREFIX)}
         fresh = []
         for side, module in (("encoder", self.encoder.transformer), ("decoder", self.decoder.transformer)):
             own = module.state_dict()
@@ -609,12 +613,6 @@ class XLMModel(FairseqEncoderDecoderModel):
                     raise XLMUserError(f"pretrained checkpoint lacks {name} needed by the {side}")
             module.load_state_dict(own)
         return fresh
-
-    @classmethod
-    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
-        from xlm_fairseq.hub import XLMHubInterface
-
-        return XLMHubInterface.from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
 
 
 def _set_dims(args, dim, layers, heads, prefixes=("encoder", "decoder")):

@@ -1,0 +1,33 @@
+"""The XLM dictionary: a data-bin's (or a model's) ``dict.txt`` with the mask symbol guaranteed."""
+
+import os
+from typing import Optional, Tuple
+
+from fairseq.data import Dictionary
+
+from preprocess.layout import DICT_FILE, MASK_SYMBOL
+
+
+def load_dictionary(path: str) -> Dictionary:
+    """``dict.txt`` (or the directory holding it) as fairseq reads it, plus XLM's mask symbol when
+    the file lacks it (deterministic: the same size on every load)."""
+    if os.path.isdir(path):
+        path = os.path.join(path, DICT_FILE)
+    dictionary = Dictionary.load(path)
+    if MASK_SYMBOL not in dictionary.indices:
+        dictionary.add_symbol(MASK_SYMBOL)
+    return dictionary
+
+
+def checkpoint_dictionary(ckpt_path: str, state) -> Tuple[Optional[Dictionary], Optional[str]]:
+    """(dictionary, its directory) of a checkpoint: the ``dict.txt`` beside it, else the one in its
+    ``task.data``; (None, None) when neither exists."""
+    candidates = [os.path.dirname(os.path.abspath(ckpt_path))]
+    task_cfg = (state.get("cfg") or {}).get("task") or {}
+    data = task_cfg.get("data") if hasattr(task_cfg, "get") else None
+    if data:
+        candidates.append(str(data).split(os.pathsep)[0])
+    for directory in candidates:
+        if os.path.isfile(os.path.join(directory, DICT_FILE)):
+            return load_dictionary(directory), directory
+    return None, None
