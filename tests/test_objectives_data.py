@@ -10,7 +10,7 @@ from xlm_fairseq.data import MaskedLMConfig, TLMPairDataset, mask_scores_from_co
 from xlm_fairseq.data.noise import word_blank, word_dropout, word_shuffle
 from xlm_fairseq.data.streams import LMObjectiveDataset
 from xlm_fairseq.tasks.cross_lingual_lm import sampling_probs
-from xlm_fairseq.tasks.translation_lm import parse_schedule, schedule_value
+from xlm_fairseq.tasks.translation_lm import lambda_schedule
 from xlm_fairseq.errors import XLMUserError
 
 PAD, EOS, MASK, V = 1, 2, 5, 1000
@@ -205,17 +205,17 @@ def test_word_dropout_and_blank_rates():
 
 
 def test_schedules_parse_and_interpolate():
-    pts = parse_schedule("0:1,100000:0.1,300000:0")
-    assert pts == [(0, 1.0), (100000, 0.1), (300000, 0.0)]
-    assert schedule_value(pts, 0) == 1.0
-    assert schedule_value(pts, 50000) == pytest.approx(0.55)
-    assert schedule_value(pts, 100000) == pytest.approx(0.1)
-    assert schedule_value(pts, 200000) == pytest.approx(0.05)
-    assert schedule_value(pts, 300000) == 0.0 and schedule_value(pts, 10 ** 7) == 0.0
-    assert schedule_value(parse_schedule("0.5"), 123) == 0.5
-    for bad in ["1:1,5:0", "0:1,0:2", "abc", "0:1,x:2"]:
+    schedule = lambda_schedule("0:1,100000:0.1,300000:0")
+    assert schedule.pieces == [(0, 1.0), (100000, 0.1), (300000, 0.0)]
+    assert schedule(0) == 1.0
+    assert schedule(50000) == pytest.approx(0.55)
+    assert schedule(100000) == pytest.approx(0.1)
+    assert schedule(200000) == pytest.approx(0.05)
+    assert schedule(300000) == 0.0 and schedule(10 ** 7) == 0.0
+    assert lambda_schedule("0.5")(123) == 0.5
+    for bad in ["1:1,5:0", "0:1,0:2", "abc", "0:1,x:2", "5:0,0:1"]:
         with pytest.raises(XLMUserError):
-            parse_schedule(bad)
+            lambda_schedule(bad)
 
 
 @pytest.mark.parametrize("n", [5, 13, 60, 205])

@@ -24,9 +24,3 @@ def register_task_replacing(name, dataclass):
 
     return wrap
 
-
-def parse_lang_list(value: str, option: str):
-    langs = [x.strip() for x in value.split(",") if x.strip()]
-    if len(set(langs)) != len(langs):
-        raise ValueError(f"{option}: language listed twice in '{value}'")
-    return langs

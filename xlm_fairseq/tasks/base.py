@@ -12,22 +12,18 @@ from fairseq.data import Dictionary, data_utils, indexed_dataset
 from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask
 
+from preprocess.langs import parse_langs
+from preprocess.layout import DICT_FILE, MASK_SYMBOL
+from xlm_fairseq.data.dictionary import load_dictionary as load_dictionary_file
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.tasks import parse_lang_list
 
 logger = logging.getLogger(__name__)
 
-MASK_SYMBOL = "<special1>"  # XLM's MASK_WORD; preprocess/ and the converter put it in dict.txt
-
-
 def load_dictionary(data: str) -> Dictionary:
-    path = os.path.join(data.split(os.pathsep)[0], "dict.txt")
+    path = os.path.join(data.split(os.pathsep)[0], DICT_FILE)
     if not os.path.isfile(path):
         raise XLMUserError(f"{path}: no dictionary; make the data-bin with `python -m preprocess.prepare`")
-    dictionary = Dictionary.load(path)
-    if MASK_SYMBOL not in dictionary.indices:
-        dictionary.add_symbol(MASK_SYMBOL)  # deterministic: same size on every load
-    return dictionary
+    return load_dictionary_file(path)
 
 
 @dataclass
@@ -70,7 +66,7 @@ class XLMTask(FairseqTask):
         self.mask_idx = dictionary.index(MASK_SYMBOL)
 
     def set_langs(self, langs: str):
-        self.langs: List[str] = parse_lang_list(langs or "", "--langs")
+        self.langs: List[str] = parse_langs(langs or "", "--langs")
         self.lang2id = {lang: i for i, lang in enumerate(self.langs)}
 
     @classmethod

@@ -24,8 +24,9 @@ from xlm_fairseq.data import (
     TLMPairDataset,
     stream_dataset,
 )
+from preprocess.langs import parse_steps
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.tasks import parse_lang_list, register_task_replacing
+from xlm_fairseq.tasks import register_task_replacing
 from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
 
 logger = logging.getLogger(__name__)
@@ -50,18 +51,9 @@ class CrossLingualLMConfig(XLMTaskConfig):
     )
 
 
-def parse_steps(value: str, langs: List[str], option: str):
+def objective_steps(value: str, langs: List[str], option: str):
     """'en,de,en-de' -> [('en', None), ('de', None), ('en', 'de')], each language checked."""
-    steps = []
-    for item in parse_lang_list(value, option):
-        parts = item.split("-")
-        if len(parts) > 2 or not all(parts):
-            raise XLMUserError(f"{option}: cannot parse '{item}' (expected a language or a pair like en-de)")
-        for lang in parts:
-            if lang not in langs:
-                raise XLMUserError(f"{option}: language '{lang}' is not in --langs {','.join(langs)}")
-        steps.append((parts[0], parts[1] if len(parts) == 2 else None))
-    return steps
+    return [(step[0], step[1] if len(step) == 2 else None) for step in parse_steps(value, option, (1, 2), langs)]
 
 
 def sampling_probs(sizes: Dict[str, float], alpha: float) -> Dict[str, float]:
@@ -85,8 +77,8 @@ class XLMCrossLingualLMTask(XLMTask):
         super().__init__(cfg, dictionary)
         if not self.langs:
             raise XLMUserError("--langs is required, e.g. --langs en,de")
-        self.mlm_steps = parse_steps(cfg.mlm_steps, self.langs, "--mlm-steps")
-        self.clm_steps = parse_steps(cfg.clm_steps, self.langs, "--clm-steps")
+        self.mlm_steps = objective_steps(cfg.mlm_steps, self.langs, "--mlm-steps")
+        self.clm_steps = objective_steps(cfg.clm_steps, self.langs, "--clm-steps")
         if any(tgt is not None for _, tgt in self.clm_steps):
             raise XLMUserError("--clm-steps takes languages only")
         try:

@@ -17,23 +17,28 @@ With ``-s SRC -t TGT`` (fairseq-generate / fairseq-interactive) the task serves 
 """
 
 import logging
-import math
+import os
+from argparse import Namespace
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
-import numpy as np
 import torch
 
 from fairseq import metrics, utils
-from fairseq.data import BaseWrapperDataset, LanguagePairDataset
+from fairseq.data import LanguagePairDataset, PrependTokenDataset
 from fairseq.data.language_pair_dataset import collate as collate_pairs
+from fairseq.tasks.online_backtranslation import PiecewiseLinearFn
 
-from xlm_fairseq.data import ObjectiveZipDataset, add_noise, seeded_generator
-from xlm_fairseq.data.batching import CompleteBatchesMixin
+from preprocess import layout
+from preprocess.langs import parse_steps
+from preprocess.text import detokenize
+from xlm_fairseq.data import ObjectiveZipDataset
+from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, add_langs
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.tasks import parse_lang_list, register_task_replacing
+from xlm_fairseq.tasks import register_task_replacing
 from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
+from xlm_fairseq.tasks.bleu import bleu_stats, reduce_bleu
 
 logger = logging.getLogger(__name__)
 
@@ -41,100 +46,20 @@ logger = logging.getLogger(__name__)
 # ---- schedules -------------------------------------------------------------------------------
 
 
-def parse_schedule(value: str, option: str = "lambda") -> List[Tuple[int, float]]:
-    """'1' -> [(0, 1.0)]; '0:1,100000:0.1,300000:0' -> [(0, 1), (100000, 0.1), (300000, 0)]."""
+def lambda_schedule(value: str, option: str = "lambda") -> PiecewiseLinearFn:
+    """'1' -> constant 1; '0:1,100000:0.1,300000:0' -> piecewise linear through those points, constant
+    after the last (XLM's ``get_lambda_value``; fairseq's online_backtranslation schedule)."""
     value = str(value).strip()
     try:
-        if ":" not in value:
-            return [(0, float(value))]
-        points = [(int(a), float(b)) for a, b in (p.split(":") for p in value.split(","))]
+        schedule = PiecewiseLinearFn.from_string(value)
     except ValueError:
-        raise XLMUserError(f"--{option}: cannot parse '{value}' (a number, or updates:value pairs like 0:1,100000:0.1)") from None
-    steps = [s for s, _ in points]
-    if steps[0] != 0 or steps != sorted(steps) or len(set(steps)) != len(steps):
+        raise XLMUserError(
+            f"--{option}: cannot parse '{value}' (a number, or updates:value pairs like 0:1,100000:0.1)"
+        ) from None
+    steps = [x for x, _ in schedule.pieces]
+    if steps[0] != 0 or steps != sorted(set(steps)):
         raise XLMUserError(f"--{option}: schedule '{value}' must start at 0 and increase")
-    return points
-
-
-def schedule_value(points: List[Tuple[int, float]], update: int) -> float:
-    """Piecewise-linear interpolation; constant after the last point (XLM's ``get_lambda_value``)."""
-    for (x0, y0), (x1, y1) in zip(points, points[1:]):
-        if x0 <= update < x1:
-            return y0 + (y1 - y0) * (update - x0) / (x1 - x0)
-    return points[-1][1]
-
-
-# ---- datasets --------------------------------------------------------------------------------
-
-
-class NoisyDataset(BaseWrapperDataset):
-    """Sentences with XLM's denoising noise; the draw depends on (seed, epoch, index, round) only."""
-
-    def __init__(self, dataset, eos, blank, shuffle, dropout, blank_prob, seed):
-        super().__init__(dataset)
-        self.eos, self.blank = eos, blank
-        self.shuffle, self.dropout, self.blank_prob = shuffle, dropout, blank_prob
-        self.seed, self.epoch = seed, 1
-        self.round = 0  # set by ObjectiveZipDataset before each item
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
-
-    def __getitem__(self, index):
-        gen = seeded_generator(self.seed, self.epoch, int(index), self.round)
-        return add_noise(self.dataset[index], self.eos, self.blank, self.shuffle, self.dropout, self.blank_prob, gen)
-
-    @property
-    def can_reuse_epoch_itr_across_epochs(self):
-        return False
-
-
-class PrependEosDataset(BaseWrapperDataset):
-    """``w1 .. wn </s>`` -> ``</s> w1 .. wn </s>``: XLM's encoder input."""
-
-    def __init__(self, dataset, eos):
-        super().__init__(dataset)
-        self.eos = eos
-        self._sizes = np.asarray(dataset.sizes) + 1
-
-    @property
-    def sizes(self):
-        return self._sizes
-
-    def __getitem__(self, index):
-        return torch.cat([torch.LongTensor([self.eos]), self.dataset[index]])
-
-
-class LangTagDataset(CompleteBatchesMixin, BaseWrapperDataset):
-    """A LanguagePairDataset whose batches carry ``src_langs`` / ``tgt_langs`` (one id per sentence)."""
-
-    def __init__(self, dataset: LanguagePairDataset, src_lang_id: int, tgt_lang_id: int):
-        super().__init__(dataset)
-        self.src_lang_id, self.tgt_lang_id = src_lang_id, tgt_lang_id
-
-    def collater(self, samples, **kwargs):
-        batch = self.dataset.collater(samples, **kwargs)
-        if batch:
-            add_langs(batch, self.src_lang_id, self.tgt_lang_id)
-        return batch
-
-    @property
-    def sizes(self):
-        return self.dataset.sizes
-
-    def num_tokens_vec(self, indices):
-        # without it fairseq batches through a per-index path that loses the last short batch
-        return self.dataset.num_tokens_vec(indices)
-
-    def filter_indices_by_size(self, indices, max_sizes):
-        return self.dataset.filter_indices_by_size(indices, max_sizes)
-
-
-def add_langs(batch, src_lang_id, tgt_lang_id):
-    bsz = batch["net_input"]["src_tokens"].size(0)
-    batch["net_input"]["src_langs"] = torch.full((bsz,), src_lang_id, dtype=torch.long)
-    batch["net_input"]["tgt_langs"] = torch.full((bsz,), tgt_lang_id, dtype=torch.long)
-    return batch
+    return schedule
 
 
 # ---- config ----------------------------------------------------------------------------------
@@ -165,31 +90,6 @@ class TranslationLMConfig(XLMTaskConfig):
     target_lang: Optional[str] = field(default=None, metadata={"help": "generation target language", "argparse_alias": "-t"})
 
 
-BLEU_STATS = ["bleu_sys_len", "bleu_ref_len"] + [f"bleu_{c}_{i}" for c in ("counts", "totals") for i in range(4)]
-BLEU_SCORES = {"bleu": "", "bleu_tok": "tok_"}  # metric -> prefix of its statistics
-
-
-def corpus_bleu_from_meters(meters, direction: str, prefix: str = "") -> float:
-    from sacrebleu.metrics import BLEU
-
-    def total(name):
-        return meters[f"_{direction}_{prefix}{name}"].sum
-
-    totals = [total(f"bleu_totals_{i}") for i in range(4)]
-    if max(totals) == 0:
-        return 0.0
-    return round(
-        BLEU.compute_bleu(
-            correct=[total(f"bleu_counts_{i}") for i in range(4)],
-            total=totals,
-            sys_len=int(total("bleu_sys_len")),
-            ref_len=int(total("bleu_ref_len")),
-            smooth_method="none" if prefix == "tok_" else "exp",
-        ).score,
-        2,
-    )
-
-
 # ---- task ------------------------------------------------------------------------------------
 
 
@@ -201,9 +101,9 @@ class TranslationLMTask(XLMTask):
     def __init__(self, cfg: TranslationLMConfig, dictionary):
         super().__init__(cfg, dictionary)
         self.lambdas = {
-            "ae": parse_schedule(cfg.lambda_ae, "lambda-ae"),
-            "bt": parse_schedule(cfg.lambda_bt, "lambda-bt"),
-            "mt": parse_schedule(cfg.lambda_mt, "lambda-mt"),
+            "ae": lambda_schedule(cfg.lambda_ae, "lambda-ae"),
+            "bt": lambda_schedule(cfg.lambda_bt, "lambda-bt"),
+            "mt": lambda_schedule(cfg.lambda_mt, "lambda-mt"),
         }
         self._valid_generator = None
         if self.langs:
@@ -214,10 +114,8 @@ class TranslationLMTask(XLMTask):
     def bpe_symbol(self) -> str:
         """How subwords are joined back: sentencepiece data-bins (preprocess/) or XLM's fastBPE
         ('@@ ' continuation, data encoded with --bpe-codes for the released models)."""
-        import os
-
         data = self.cfg.data.split(os.pathsep)[0]
-        return "sentencepiece" if os.path.exists(os.path.join(data, "spm.model")) else "@@ "
+        return "sentencepiece" if os.path.exists(os.path.join(data, layout.SPM_MODEL_FILE)) else "@@ "
 
     def _check_steps(self):
         self.ae_steps = self._langs_of(self.cfg.ae_steps, "--ae-steps", 1)
@@ -239,16 +137,7 @@ class TranslationLMTask(XLMTask):
                 raise XLMUserError(f"-s/-t: language '{lang}' is not in --langs {','.join(self.langs)}")
 
     def _langs_of(self, value, option, n):
-        out = []
-        for item in parse_lang_list(value or "", option):
-            parts = item.split("-")
-            if len(parts) != n:
-                raise XLMUserError(f"{option}: cannot parse '{item}'")
-            for lang in parts:
-                if lang not in self.lang2id:
-                    raise XLMUserError(f"{option}: language '{lang}' is not in --langs {','.join(self.langs)}")
-            out.append(tuple(parts))
-        return out
+        return parse_steps(value, option, (n,), self.langs)
 
     def set_langs(self, langs: str):
         super().set_langs(langs)
@@ -269,7 +158,7 @@ class TranslationLMTask(XLMTask):
             src_ds = NoisyDataset(
                 src_ds, eos, self.mask_idx, self.cfg.word_shuffle, self.cfg.word_dropout, self.cfg.word_blank, self.cfg.seed
             )
-        src_ds = PrependEosDataset(src_ds, eos)
+        src_ds = PrependTokenDataset(src_ds, eos)  # XLM's encoder input: </s> w1 .. wn </s>
         pair = LanguagePairDataset(
             src_ds, src_ds.sizes, self.dictionary, tgt_ds, tgt_ds.sizes if tgt_ds is not None else None, self.dictionary,
             left_pad_source=False, left_pad_target=False, shuffle=True,
@@ -360,11 +249,6 @@ class TranslationLMTask(XLMTask):
             )
         return model
 
-    def _generator(self, model, max_len_a, max_len_b):
-        from fairseq.sequence_generator import SequenceGenerator
-
-        return SequenceGenerator([model], self.dictionary, beam_size=1, max_len_a=max_len_a, max_len_b=max_len_b)
-
     def back_translate(self, model, batch, src_lang_id: int, mid_lang_id: int) -> Dict:
         """XLM's online BT: greedy translation src->mid with the model in eval mode and no gradient;
         returns the training batch mid->src (generated sentences as source, originals as target).
@@ -420,7 +304,7 @@ class TranslationLMTask(XLMTask):
         return plan
 
     def objective_weight(self, key: str, iteration: int) -> float:
-        return schedule_value(self.lambdas[key[:2]], iteration)
+        return self.lambdas[key[:2]](iteration)
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -431,7 +315,7 @@ class TranslationLMTask(XLMTask):
         keys = [k for k in keys if sample.get(k)]
         weights = {key: self.objective_weight(key, iteration) for key in keys}
         for family in sorted({key[:2] for key in sample}):
-            metrics.log_scalar(f"lambda_{family}", schedule_value(self.lambdas[family], iteration), round=4)
+            metrics.log_scalar(f"lambda_{family}", self.lambdas[family](iteration), round=4)
 
         def prepare(key, batch):
             if not key.startswith("bt_"):
@@ -452,13 +336,10 @@ class TranslationLMTask(XLMTask):
         return loss, sample_size, logs
 
     def _bleu_stats(self, model, key, batch):
-        import sacrebleu
-
-        from preprocess.prepare import detokenize
-
         raw = getattr(model, "module", model)
         if self._valid_generator is None or self._valid_generator.model.single_model is not raw:
-            self._valid_generator = self._generator(raw, 1.5, 10)  # XLM's evaluation length limit
+            # greedy, with XLM's evaluation length limit
+            self._valid_generator = self.build_generator([raw], Namespace(beam=1, max_len_a=1.5, max_len_b=10))
         hypos = self._valid_generator.generate([raw], batch)
         tgt = key.split("-")[-1]
 
@@ -472,31 +353,11 @@ class TranslationLMTask(XLMTask):
         if self.cfg.eval_bleu_print_samples:
             logger.info(f"{key} hypothesis: {hyps[0]}")
             logger.info(f"{key} reference:  {refs[0]}")
-        stats = {}
-        # sacrebleu on detokenised text, and on Moses-tokenised text without its own tokenisation
-        # (what XLM's multi-bleu.perl reports: the paper's scale)
-        for prefix, bleu in (("", sacrebleu.corpus_bleu(hyps, [refs])), ("tok_", sacrebleu.corpus_bleu(hyps_tok, [refs_tok], tokenize="none"))):
-            stats[f"{key}:{prefix}bleu_sys_len"] = bleu.sys_len
-            stats[f"{key}:{prefix}bleu_ref_len"] = bleu.ref_len
-            for i in range(4):
-                stats[f"{key}:{prefix}bleu_counts_{i}"] = bleu.counts[i]
-                stats[f"{key}:{prefix}bleu_totals_{i}"] = bleu.totals[i]
-        return stats
+        return bleu_stats(key, hyps, refs, hyps_tok, refs_tok)
 
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
-        keys = sorted({k.split(":")[0] for log in logging_outputs for k in log if k.endswith(":bleu_sys_len")})
-        for key in keys:
-            direction = key[len("mt_"):]
-
-            def total(name, key=key):
-                return sum(log.get(f"{key}:{name}", 0) for log in logging_outputs)
-
-            # sums over validation batches; BLEU is derived from them at the end (fairseq's way)
-            for metric, prefix in BLEU_SCORES.items():
-                for name in BLEU_STATS:
-                    metrics.log_scalar(f"_{direction}_{prefix}{name}", total(prefix + name), weight=1)
-                metrics.log_derived(f"{metric}_{direction}", lambda m, d=direction, p=prefix: corpus_bleu_from_meters(m, d, p))
+        reduce_bleu(logging_outputs)
 
     def max_positions(self):
         return None  # the model's; training data is filtered by --max-sentence-len in load_dataset

@@ -1,0 +1,63 @@
+"""Validation BLEU of ``translation_lm``, summed over batches and workers and derived at the end
+(fairseq's way): ``bleu_{pair}`` (sacrebleu on detokenised text) and ``bleu_tok_{pair}`` (unsmoothed,
+on Moses-tokenised text: what XLM's multi-bleu.perl reports, the paper's scale)."""
+
+from typing import Dict, List
+
+from fairseq import metrics
+
+BLEU_STATS = ["bleu_sys_len", "bleu_ref_len"] + [f"bleu_{c}_{i}" for c in ("counts", "totals") for i in range(4)]
+BLEU_SCORES = {"bleu": "", "bleu_tok": "tok_"}  # metric -> prefix of its statistics
+
+
+def bleu_stats(key: str, hyps: List[str], refs: List[str], hyps_tok: List[str], refs_tok: List[str]) -> Dict[str, int]:
+    """The sufficient statistics of both BLEUs for one batch of objective ``key``."""
+    import sacrebleu
+
+    stats = {}
+    for prefix, bleu in (
+        ("", sacrebleu.corpus_bleu(hyps, [refs])),
+        ("tok_", sacrebleu.corpus_bleu(hyps_tok, [refs_tok], tokenize="none")),
+    ):
+        stats[f"{key}:{prefix}bleu_sys_len"] = bleu.sys_len
+        stats[f"{key}:{prefix}bleu_ref_len"] = bleu.ref_len
+        for i in range(4):
+            stats[f"{key}:{prefix}bleu_counts_{i}"] = bleu.counts[i]
+            stats[f"{key}:{prefix}bleu_totals_{i}"] = bleu.totals[i]
+    return stats
+
+
+def corpus_bleu_from_meters(meters, direction: str, prefix: str = "") -> float:
+    from sacrebleu.metrics import BLEU
+
+    def total(name):
+        return meters[f"_{direction}_{prefix}{name}"].sum
+
+    totals = [total(f"bleu_totals_{i}") for i in range(4)]
+    if max(totals) == 0:
+        return 0.0
+    return round(
+        BLEU.compute_bleu(
+            correct=[total(f"bleu_counts_{i}") for i in range(4)],
+            total=totals,
+            sys_len=int(total("bleu_sys_len")),
+            ref_len=int(total("bleu_ref_len")),
+            smooth_method="none" if prefix == "tok_" else "exp",
+        ).score,
+        2,
+    )
+
+
+def reduce_bleu(logging_outputs) -> None:
+    """Sum each direction's statistics and derive its two BLEUs."""
+    keys = sorted({k.split(":")[0] for log in logging_outputs for k in log if k.endswith(":bleu_sys_len")})
+    for key in keys:
+        direction = key[len("mt_") :]
+
+        def total(name, key=key):
+            return sum(log.get(f"{key}:{name}", 0) for log in logging_outputs)
+
+        for metric, prefix in BLEU_SCORES.items():
+            for name in BLEU_STATS:
+                metrics.log_scalar(f"_{direction}_{prefix}{name}", total(prefix + name), weight=1)
+            metrics.log_derived(f"{metric}_{direction}", lambda m, d=direction, p=prefix: corpus_bleu_from_meters(m, d, p))
