@@ -15,6 +15,7 @@ import torch
 
 import xlm_fairseq  # noqa: F401  (registers model/task, installs the safe loader)
 from xlm_fairseq import convert, safe_load
+from xlm_fairseq.errors import XLMUserError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = 1e-4
@@ -214,18 +215,22 @@ def test_permutation_and_spelling():
         assert convert.xlm_word_to_hf_token(xlm) == hf
 
 
+def checkpoint_langs(out_dir):
+    return torch.load(os.path.join(out_dir, "model.pt"), weights_only=False)["cfg"]["task"]["langs"]
+
+
 def test_converted_dir_layout(hf_case):
     from fairseq.data import Dictionary
 
     out = hf_case["out"]
-    assert sorted(os.listdir(out)) == ["README.md", "bpe.codes", "dict.txt", "langs.txt", "model.pt", "xlm_tokenizer.json"]
-    assert open(os.path.join(out, "langs.txt")).read().split() == ["en", "de"]
+    assert sorted(os.listdir(out)) == ["README.md", "bpe.codes", "dict.txt", "model.pt", "xlm_tokenizer.json"]
+    assert checkpoint_langs(out) == "en,de"  # the language list is stored once, with the model
     d = Dictionary.load(os.path.join(out, "dict.txt"))
     assert len(d) == VOCAB_SIZE[0]
     assert d.symbols[:4] == ["<s>", "<pad>", "</s>", "<unk>"] and d.symbols[4:14] == SPECIALS[4:]
     assert d.index("the") > 13 and "th@@" in d.indices  # fastBPE spelling
     info = json.load(open(os.path.join(out, "xlm_tokenizer.json")))
-    assert info == {"type": "xlm_bpe", "lowercase_and_remove_accent": True, "langs": ["en", "de"], "bpe_codes": "bpe.codes"}
+    assert info == {"type": "xlm_bpe", "lowercase_and_remove_accent": True, "bpe_codes": "bpe.codes"}
     merges = open(os.path.join(hf_case["hf_dir"], "merges.txt")).read()
     assert open(os.path.join(out, "bpe.codes")).read() == merges
     cfg = safe_load.load(os.path.join(out, "model.pt"))["cfg"]
@@ -353,12 +358,12 @@ def test_refusals_in_process(hf_case, tmp_path):
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "keep.txt").write_text("x")
-    with pytest.raises(convert.ConversionError, match="not empty"):
+    with pytest.raises(XLMUserError, match="not empty"):
         convert.convert_hf(hf_case["hf_dir"], str(taken))
     assert (taken / "keep.txt").exists()
-    with pytest.raises(convert.ConversionError, match="neither"):
+    with pytest.raises(XLMUserError, match="neither"):
         convert.convert(str(tmp_path), str(tmp_path / "o"))  # a directory of nothing known
-    with pytest.raises(convert.ConversionError, match="names no languages"):
+    with pytest.raises(XLMUserError, match="names no languages"):
         cfg = json.load(open(os.path.join(hf_case["hf_dir"], "config.json")))
         src = tmp_path / "nolangs"
         src.mkdir()
@@ -369,8 +374,8 @@ def test_refusals_in_process(hf_case, tmp_path):
         (src / "tokenizer_config.json").write_text("{}")
         convert.convert_hf(str(src), str(tmp_path / "o2"))
     out = convert.convert_hf(str(tmp_path / "nolangs"), str(tmp_path / "o3"), langs="en,de")
-    assert open(os.path.join(out, "langs.txt")).read() == "en\nde\n"
-    with pytest.raises(convert.ConversionError, match="already an xlm_fairseq"):
+    assert checkpoint_langs(out) == "en,de"
+    with pytest.raises(XLMUserError, match="already an xlm_fairseq"):
         convert.convert(hf_case["out"], str(tmp_path / "o4"))
     # --force replaces
     out = convert.convert_hf(hf_case["hf_dir"], str(taken), force=True)

@@ -1,0 +1,158 @@
+"""A source model in XLM's terms (:class:`XLMSource`), and what both readers share: XLM's vocabulary
+order and spelling, language lists, and reading a checkpoint file through the allowlist."""
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from preprocess.langs import parse_langs
+from preprocess.layout import MASK_SYMBOL, SPECIAL_SYMBOLS, XLM_SYMBOLS
+from xlm_fairseq import safe_load
+from xlm_fairseq.errors import XLMUserError
+
+# --------------------------------------------------------------------------------------------
+# vocabulary order and spelling
+# --------------------------------------------------------------------------------------------
+
+
+def swap_permutation(n: int) -> torch.Tensor:
+    """Index map between XLM's and fairseq's vocabulary order: entries 1 and 2 swap, the rest stay.
+    It is its own inverse: ``new = old[perm]`` converts either way."""
+    if n < 4:
+        raise XLMUserError(f"a vocabulary of {n} entries cannot hold <s> </s> <pad> <unk>")
+    perm = torch.arange(n)
+    perm[1], perm[2] = 2, 1
+    return perm
+
+
+def hf_token_to_xlm_word(token: str) -> str:
+    """HF ``vocab.json`` spelling -> XLM/fastBPE spelling: ``the</w>`` -> ``the``, ``th`` -> ``th@@``."""
+    if token in XLM_SYMBOLS or token in SPECIAL_SYMBOLS:
+        return token
+    if token.endswith("</w>"):
+        return token[: -len("</w>")]
+    return token + "@@"
+
+
+def xlm_word_to_hf_token(word: str) -> str:
+    """XLM/fastBPE spelling -> HF ``vocab.json`` spelling (inverse of :func:`hf_token_to_xlm_word`)."""
+    if word in XLM_SYMBOLS or word in SPECIAL_SYMBOLS:
+        return word
+    if word.endswith("@@"):
+        return word[: -len("@@")]
+    return word + "</w>"
+
+
+# --------------------------------------------------------------------------------------------
+# a source model, in XLM's terms
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class XLMSource:
+    """Everything a converter needs, read from either source format; vocabulary in XLM order."""
+
+    kind: str  # "xlm_pth" | "hf"
+    path: str
+    weights: Dict[str, torch.Tensor]  # XLM parameter names (embeddings.weight, ..., pred_layer.proj.bias)
+    words: List[str]  # XLM order, fastBPE spelling
+    counts: List[int]
+    langs: List[str]
+    dim: int
+    n_layers: int
+    n_heads: int
+    dropout: float
+    attention_dropout: float
+    max_positions: int
+    sinusoidal: bool
+    use_lang_emb: bool
+    lowercase: bool
+    codes: Optional[List[Tuple[str, str, int]]] = None
+    notes: List[str] = field(default_factory=list)
+
+
+def _py(value):
+    """numpy scalars/arrays (as in XLM's ``params``) -> plain Python."""
+    if hasattr(value, "tolist") and not isinstance(value, torch.Tensor):
+        return value.tolist()
+    return value
+
+
+def _langs_from_ids(mapping, what: str) -> List[str]:
+    """{lang: id} or {id: lang} (ids maybe strings, as JSON writes them) -> languages in id order."""
+    if not mapping:
+        return []
+    pairs = []
+    for k, v in dict(mapping).items():
+        k, v = _py(k), _py(v)
+        if isinstance(v, str):
+            k, v = v, k
+        try:
+            pairs.append((int(v), str(k)))
+        except (TypeError, ValueError):
+            raise XLMUserError(f"{what}: cannot read language ids from {dict(mapping)!r}") from None
+    pairs.sort()
+    if [i for i, _ in pairs] != list(range(len(pairs))):
+        raise XLMUserError(f"{what}: language ids {[i for i, _ in pairs]} are not 0..{len(pairs) - 1}")
+    return [lang for _, lang in pairs]
+
+
+def _resolve_langs(found: List[str], option: Optional[str], n_langs: int, src: str) -> List[str]:
+    """The languages the source names (``found``) or, when it names none, ``--langs``; a language
+    listed twice is refused by :func:`preprocess.langs.parse_langs`."""
+    given = parse_langs(option, "--langs") if option else []
+    if found and given and found != given:
+        raise XLMUserError(f"{src} names its languages {','.join(found)}; --langs {option} disagrees")
+    langs = found or given
+    if not langs:
+        raise XLMUserError(f"{src} names no languages; pass --langs (in language-id order, {n_langs} of them)")
+    if len(langs) != n_langs:
+        raise XLMUserError(f"{src} has n_langs={n_langs} but {len(langs)} languages are named ({','.join(langs)})")
+    return langs
+
+
+def _check_vocab_head(words: List[str], src: str):
+    if words[:4] != list(XLM_SYMBOLS):
+        raise XLMUserError(f"{src}: vocabulary starts {words[:4]}, expected XLM's {list(XLM_SYMBOLS)}")
+    missing = [s for s in SPECIAL_SYMBOLS if s not in words]
+    if MASK_SYMBOL in missing:
+        raise XLMUserError(f"{src}: vocabulary lacks the mask token {MASK_SYMBOL}")
+    seen = set()
+    for w in words:
+        if w in seen:
+            raise XLMUserError(f"{src}: vocabulary lists {w!r} twice")
+        if not w or any(ch.isspace() for ch in w):
+            raise XLMUserError(f"{src}: vocabulary entry {w!r} is empty or holds whitespace; dict.txt cannot store it")
+        seen.add(w)
+
+
+# --------------------------------------------------------------------------------------------
+# checkpoint files
+# --------------------------------------------------------------------------------------------
+
+
+def _looks_like_torch_file(path: str) -> bool:
+    """torch.save writes a zip archive (torch >= 1.6) or a pickle (protocol 2+ starts with 0x80)."""
+    import zipfile
+
+    if zipfile.is_zipfile(path):
+        return True
+    with open(path, "rb") as f:
+        return f.read(1) == b"\x80"
+
+
+def _load_checkpoint(path: str):
+    if not _looks_like_torch_file(path):
+        raise XLMUserError(f"{path}: not an XLM .pth nor an xlm_fairseq checkpoint (not a file torch.save writes)")
+    try:
+        return safe_load.load(path)
+    except safe_load.UnsafeCheckpointError:
+        raise
+    except Exception as e:
+        detail = " ".join(str(e).split())[:160]
+        raise XLMUserError(f"{path}: not a readable checkpoint ({type(e).__name__}: {detail})") from None
+
+
+def _is_xlm_pth(ckpt) -> bool:
+    return isinstance(ckpt, dict) and {"model", "params", "dico_id2word"} <= set(ckpt)
