@@ -1,0 +1,137 @@
+"""The house rules: imports point down only (text pipeline -> preprocess -> plugin), without circles,
+and no source file grows past ~400 lines except the model (XLM's transformer in one file)."""
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("preprocess", "xlm_fairseq")
+# floor 0: the text pipeline and what it stands on (pure Python); floor 1: preprocess; floor 2: the plugin
+TEXT_PIPELINE = {"preprocess", "preprocess.errors", "preprocess.layout", "preprocess.langs", "preprocess.files",
+                 "preprocess.text", "preprocess.subwords"}
+MAX_LINES = 400
+EXEMPT = {"xlm_fairseq/models/xlm.py"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def project_modules():
+    return {module_name(p): p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, known) -> set:
+    """Project modules ``name`` imports anywhere in the file (function-level imports included)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def floor(name: str) -> int:
+    if name in TEXT_PIPELINE:
+        return 0
+    return 1 if name.startswith("preprocess") else 2
+
+
+def test_imports_point_down_and_have_no_circle():
+    modules = project_modules()
+    graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
+    upward = [f"{a} -> {b}" for a, targets in graph.items() for b in targets if floor(b) > floor(a)]
+    assert not upward, upward
+
+    # a circle through explicit imports (a package's own __init__ importing its modules is not one)
+    def edges(a):
+        return [b for b in graph[a] if not a.startswith(b + ".")]
+
+    state, cycles = {}, []
+
+    def visit(a, stack):
+        state[a] = "open"
+        for b in edges(a):
+            if state.get(b) == "open":
+                cycles.append(" -> ".join(stack[stack.index(b):] + [b]))
+            elif b not in state:
+                visit(b, stack + [b])
+        state[a] = "done"
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert not cycles, cycles
+
+
+def run_blocked(blocked, code):
+    """Run ``code`` in a fresh interpreter where importing any of ``blocked`` fails."""
+    prelude = textwrap.dedent(f"""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {tuple(blocked)!r}:
+                    raise ImportError("blocked by test_house: " + name)
+        sys.meta_path.insert(0, Block())
+    """)
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_text_pipeline_imports_without_torch_and_fairseq(tmp_path):
+    codes = tmp_path / "codes"
+    codes.write_text("d e</w> 5\nw o 4\nwo r 3\n", encoding="utf-8")
+    proc = run_blocked(["torch", "fairseq", "xlm_fairseq", "numpy"], f"""
+        import preprocess
+        from preprocess.subwords import XLMBPETokenizer
+        from preprocess.text import normalize_line
+        assert normalize_line("„Das ist“ – gut…", "de") == '" Das ist " - gut ...', normalize_line("„Das ist“ – gut…", "de")
+        assert normalize_line("Şi ţară", "ro", ro_remove_diacritics=True) == "Si tara"
+        assert XLMBPETokenizer({str(codes)!r}, lowercase=True).pieces("Word de", "en") == ["wor@@", "d", "de"]
+        assert "torch" not in sys.modules and "fairseq" not in sys.modules
+        print("ok")
+    """)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_preprocess_runs_without_the_plugin(tmp_path):
+    """A data-bin made with XLM's BPE codes (the path that once imported the plugin's hub)."""
+    (tmp_path / "mono.en").write_text("the word is here\nhere is the word\n" * 20, encoding="utf-8")
+    (tmp_path / "codes").write_text("h e 9\nhe re</w> 8\nt he</w> 7\n", encoding="utf-8")
+    specials = "".join(f"<special{i}> 0\n" for i in range(10))
+    (tmp_path / "dict.txt").write_text(specials + "here 3\nthe 3\nword 2\nis 2\n", encoding="utf-8")
+    proc = run_blocked(["xlm_fairseq"], f"""
+        from preprocess.prepare import main
+        sys.exit(main([{str(tmp_path / "bin")!r}, "--langs", "en", "--mono", "train:en={tmp_path / "mono.en"}",
+                       "--bpe-codes", {str(tmp_path / "codes")!r}, "--dict", {str(tmp_path / "dict.txt")!r},
+                       "--workers", "1", "--quiet"]))
+    """)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "bin" / "train.en.bin").stat().st_size > 0
+
+
+def test_no_source_file_over_400_lines_but_the_model():
+    sources = [p for d in (*PACKAGES, "recipes", "bench", "scripts") for p in (REPO / d).rglob("*")
+               if p.suffix in (".py", ".sh") and "data" not in p.relative_to(REPO).parts[:2]]
+    long = {str(p.relative_to(REPO)): n for p in sources
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert set(long) <= EXEMPT, long
