@@ -2,6 +2,7 @@
 command line reports it: one line naming the option or file, exit status 2, never a traceback."""
 
 import argparse
+import functools
 import sys
 from typing import Callable, Optional, Sequence
 
@@ -20,6 +21,10 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args, name: Optional[str] = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.name = name
+
+    def add_subparsers(self, **kwargs):
+        kwargs.setdefault("parser_class", functools.partial(type(self), name=self.name))
+        return super().add_subparsers(**kwargs)
 
     def error(self, message):
         sys.stderr.write(f"{_prefix(self.name)}{message} (see --help)\n")

@@ -26,7 +26,6 @@ left that level has nothing to give the MT runs yet.
 Results: WORK/results.{md,json}; finished runs are skipped on a re-run (``--fresh`` redoes all).
 """
 
-import argparse
 import json
 import os
 import re
@@ -35,6 +34,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from preprocess.errors import ArgumentParser
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -335,7 +336,7 @@ class Ablation:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="ablation", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(name="ablation", prog="recipes/ablation.sh", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="tiny data, model and budgets (a pipeline check, what CI runs)")
     p.add_argument("--pretrain-minutes", type=float, help="budget of each pretraining run (default 10; --quick 0.15)")
     p.add_argument("--mt-minutes", type=float, help="budget of each MT run (default 6; --quick 0.1)")

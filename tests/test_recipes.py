@@ -55,7 +55,7 @@ def tree(directory):
 
 def test_scripts_exist():
     names = {p.relative_to(RECIPES).as_posix() for p in SCRIPTS}
-    assert {"wmt16_en_de.sh", "wmt16_en_ro.sh", "lib/wmt16_common.sh"} <= names
+    assert {"wmt16_en_de.sh", "wmt16_en_ro.sh", "lib/wmt16_common.sh", "lib/stages.sh"} <= names
     for script in (ENDE, ENRO):
         assert os.access(script, os.X_OK), script
         text = script.read_text()
@@ -81,7 +81,9 @@ def test_shellcheck(script):
 def test_tools_compile(tmp_path):
     import py_compile
 
-    py_compile.compile(str(TOOLS), cfile=str(tmp_path / "wmt16_tools.pyc"), doraise=True)
+    for module in sorted((RECIPES / "lib").glob("*.py")):  # the command line and its sibling modules
+        py_compile.compile(str(module), cfile=str(tmp_path / f"{module.stem}.pyc"), doraise=True)
+    assert TOOLS.exists()
 
 
 # ------------------------------------------------------------------------------------------------

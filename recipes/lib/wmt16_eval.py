@@ -1,0 +1,97 @@
+"""The evaluation steps of the WMT16 recipes' tools (``recipes/lib/wmt16_tools.py``, the command
+line): hypotheses out of fairseq-generate's output, references tokenised as ``preprocess/`` does
+(:mod:`preprocess.text`), Romanian without diacritics, the BLEU table. Each ``cmd_*`` takes the
+parsed arguments, writes its output whole or not at all and raises
+:class:`preprocess.errors.UserError` on a user error."""
+
+import json
+import os
+import re
+import sys
+from typing import Dict, Optional
+
+from preprocess.errors import UserError
+from preprocess.files import atomic_write
+from preprocess.text import detokenize, normalize_and_tokenize, remove_romanian_diacritics
+from wmt16_data import need_file
+
+
+def cmd_hyps(args) -> None:
+    need_file(args.gen, "fairseq-generate output")
+    hyps: Dict[int, str] = {}
+    with open(args.gen, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("H-"):
+                head, _, rest = line.rstrip("\n").partition("\t")
+                _, _, text = rest.partition("\t")
+                hyps[int(head[2:])] = text
+    n = max(hyps) + 1 if hyps else 0
+    if args.expect_lines_of:
+        need_file(args.expect_lines_of, "reference")
+        with open(args.expect_lines_of, "rb") as f:
+            expected = sum(1 for _ in f)
+        missing = [i for i in range(expected) if i not in hyps]
+        if missing or n > expected:
+            raise UserError(f"{args.gen}: {len(hyps)} hypotheses for the {expected} sentences of "
+                            f"{args.expect_lines_of} ({len(missing)} missing, first id {missing[0] if missing else '-'}); "
+                            "was a sentence skipped as too long?")
+        n = expected
+    with atomic_write(args.out_tok) as tok, atomic_write(args.out_detok) as detok:
+        for i in range(n):
+            text = hyps.get(i, "")
+            tok.write(text + "\n")
+            detok.write(detokenize(text, args.lang) + "\n")
+    print(f"{args.out_detok}: {n} hypotheses ({args.lang}, detokenised); {args.out_tok}: as generated (tokenised)")
+
+
+def cmd_tokenize_ref(args) -> None:
+    need_file(args.ref, "reference")
+    with open(args.ref, encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f]
+    with atomic_write(args.out) as out:
+        for line in normalize_and_tokenize(lines, args.lang, args.ro_remove_diacritics):
+            out.write(line + "\n")
+    print(f"{args.out}: {len(lines)} reference lines tokenised as preprocess/ does ({args.lang})")
+
+
+def cmd_strip_diacritics(args) -> None:
+    need_file(args.ref, "reference")
+    with open(args.ref, encoding="utf-8") as f, atomic_write(args.out) as out:
+        n = 0
+        for line in f:
+            out.write(remove_romanian_diacritics(line.rstrip("\n")) + "\n")
+            n += 1
+    print(f"{args.out}: {n} lines without Romanian diacritics")
+
+
+def _read_score(path: str) -> Optional[str]:
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        text = f.read().strip()
+    m = re.search(r"=\s*([0-9.]+)", text)
+    return m.group(1) if m else None
+
+
+def cmd_summary(args) -> None:
+    paper = json.loads(args.paper) if args.paper else {}
+    rows = []
+    for direction in args.directions:
+        d = os.path.join(args.eval_dir, direction)
+        rows.append((direction, _read_score(os.path.join(d, "sacrebleu.txt")),
+                     _read_score(os.path.join(d, "sacrebleu.nodiacritics.txt")),
+                     _read_score(os.path.join(d, "tokenized_bleu.txt")), paper.get(direction)))
+    show_nodiac = any(r[2] is not None for r in rows)
+    header = ["direction", "sacreBLEU (detok, raw ref)"] + (["sacreBLEU (ref w/o diacritics)"] if show_nodiac else []) \
+        + ["tokenised BLEU", "paper (tokenised)"]
+    table = [header]
+    for direction, sacre, nodiac, tok, ref in rows:
+        row = [direction, sacre or "-"] + ([nodiac or "-"] if show_nodiac else []) + [tok or "-", str(ref) if ref else "-"]
+        table.append(row)
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+    text = "\n".join(lines) + "\n"
+    with atomic_write(os.path.join(args.eval_dir, "summary.txt")) as out:
+        out.write(text)
+    sys.stdout.write(text)
+
