@@ -12,6 +12,7 @@ from preprocess.subwords import parse_bpe_codes, read_bpe_codes
 from xlm_fairseq import safe_load
 from xlm_fairseq.convert.source import (
     XLMSource,
+    check_representable,
     _check_vocab_head,
     _langs_from_ids,
     _resolve_langs,
@@ -19,14 +20,6 @@ from xlm_fairseq.convert.source import (
 )
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LAYER_NORM_EPS
-
-# config values xlm_transformer cannot represent: (attribute, refused value, what it means)
-_UNSUPPORTED = (
-    ("asm", True, "an adaptive softmax output layer"),
-    ("gelu_activation", False, "ReLU feed-forward layers (xlm_transformer uses GELU)"),
-    ("is_encoder", False, "a decoder configuration"),
-)
-
 
 def _hf_weights(src: str) -> Dict[str, torch.Tensor]:
     st = os.path.join(src, "model.safetensors")
@@ -61,9 +54,7 @@ def _read_config(src: str):
     from transformers import XLMConfig
 
     config = XLMConfig.from_pretrained(src)
-    for attr, bad, why in _UNSUPPORTED:
-        if getattr(config, attr, not bad) == bad:
-            raise XLMUserError(f"{src}: the model uses {why}, which xlm_transformer cannot represent")
+    check_representable(lambda key, default: getattr(config, key, default), src)
     if abs(float(getattr(config, "layer_norm_eps", LAYER_NORM_EPS)) - LAYER_NORM_EPS) > 1e-15:
         raise XLMUserError(f"{src}: layer_norm_eps={config.layer_norm_eps}; "
                            f"xlm_transformer uses XLM's {LAYER_NORM_EPS}")

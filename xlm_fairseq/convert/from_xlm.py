@@ -7,6 +7,7 @@ import torch
 from preprocess.subwords import parse_bpe_codes, read_bpe_codes
 from xlm_fairseq.convert.source import (
     XLMSource,
+    check_representable,
     _check_vocab_head,
     _is_xlm_pth,
     _langs_from_ids,
@@ -15,14 +16,6 @@ from xlm_fairseq.convert.source import (
     _resolve_langs,
 )
 from xlm_fairseq.errors import XLMUserError
-
-# params XLM can train with that xlm_transformer cannot represent: (key, refused value, what it means)
-_UNSUPPORTED = (
-    ("asm", True, "an adaptive softmax output layer"),
-    ("use_memory", True, "product-key memory layers"),
-    ("gelu_activation", False, "ReLU feed-forward layers (xlm_transformer uses GELU)"),
-)
-
 
 def read_xlm_pth(src: str, langs_option: Optional[str] = None, lowercase: Optional[bool] = None,
                  codes_path: Optional[str] = None, ckpt=None) -> XLMSource:
@@ -35,9 +28,7 @@ def read_xlm_pth(src: str, langs_option: Optional[str] = None, lowercase: Option
         raise XLMUserError(f"{src}: not an original XLM checkpoint "
                            f"(expected keys model, params, dico_id2word; found {keys})")
     params = {k: _py(v) for k, v in dict(ckpt["params"]).items()}
-    for key, bad, why in _UNSUPPORTED:
-        if params.get(key, not bad) == bad:
-            raise XLMUserError(f"{src}: the model uses {why}, which xlm_transformer cannot represent")
+    check_representable(params.get, src)
     if params.get("share_inout_emb", True) is False:
         raise XLMUserError(f"{src}: output layer not tied to the embeddings (share_inout_emb false); "
                            "xlm_transformer ties them")

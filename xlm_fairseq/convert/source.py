@@ -72,6 +72,23 @@ class XLMSource:
     notes: List[str] = field(default_factory=list)
 
 
+# settings of XLM (params) or Hugging Face (config) that xlm_transformer cannot represent:
+# (name, refused value, what it means); a source that lacks the name is fine
+UNREPRESENTABLE = (
+    ("asm", True, "an adaptive softmax output layer"),
+    ("use_memory", True, "product-key memory layers"),
+    ("gelu_activation", False, "ReLU feed-forward layers (xlm_transformer uses GELU)"),
+    ("is_encoder", False, "a decoder configuration"),
+)
+
+
+def check_representable(get, src: str) -> None:
+    """``get(name, default)`` reads a source setting; refuse the first that xlm_transformer cannot represent."""
+    for name, bad, why in UNREPRESENTABLE:
+        if get(name, not bad) == bad:
+            raise XLMUserError(f"{src}: the model uses {why}, which xlm_transformer cannot represent")
+
+
 def _py(value):
     """numpy scalars/arrays (as in XLM's ``params``) -> plain Python."""
     if hasattr(value, "tolist") and not isinstance(value, torch.Tensor):
