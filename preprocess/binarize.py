@@ -42,7 +42,9 @@ def tokenize_all(streams, line_counts, tmp, args, log) -> Dict[str, str]:
             total = line_counts[s.out]
             log(f"[1/3] normalising + tokenising {s.out} ({total:,} lines, {s.lang}) [{n}/{len(streams)}]")
             tok_path = os.path.join(tmp, f"{s.out}.tok")
-            tasks = ((s.lang, args.ro_remove_diacritics, chunk) for chunk in chunks(read_lines(s.path, args.utf8_errors)))
+            tasks = (
+                (s.lang, args.ro_remove_diacritics, chunk) for chunk in chunks(read_lines(s.path, args.utf8_errors))
+            )
             done = 0
             with open(tok_path, "w", encoding="utf-8", newline="\n") as out:
                 for result in imap(_tokenize_task, tasks):
@@ -90,8 +92,10 @@ class SentencePieceBinarizer(_PiecesBinarizer):
         super().__init__(dictionary.eos())
         sp = spm.SentencePieceProcessor(model_proto=model_proto)
         # sentencepiece id -> dictionary id; control and unknown pieces -> <unk>
-        self.table = [dictionary.unk() if sp.is_control(i) or sp.is_unknown(i) else dictionary.index(sp.id_to_piece(i))
-                      for i in range(sp.get_piece_size())]
+        self.table = [
+            dictionary.unk() if sp.is_control(i) or sp.is_unknown(i) else dictionary.index(sp.id_to_piece(i))
+            for i in range(sp.get_piece_size())
+        ]
         self.model_proto = model_proto
 
     def encoder(self):

@@ -31,8 +31,9 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def run_command(name: Optional[str], run: Callable[[Optional[Sequence[str]]], int],
-                argv: Optional[Sequence[str]] = None) -> int:
+def run_command(
+    name: Optional[str], run: Callable[[Optional[Sequence[str]]], int], argv: Optional[Sequence[str]] = None
+) -> int:
     """``run(argv)``, with a :class:`UserError` printed as one line ``NAME: error: ...`` (exit 2)."""
     try:
         return run(argv)

@@ -44,16 +44,23 @@ def parse_streams(mono: Sequence[str], para: Sequence[str], langs: Sequence[str]
     for value in para:
         m = _PARA_RE.fullmatch(value)
         if not m:
-            raise UserError(
-                f"--para {value!r}: expected SPLIT:SRC-TGT=PREFIX, e.g. train:en-de=raw/train.en-de"
-            )
+            raise UserError(f"--para {value!r}: expected SPLIT:SRC-TGT=PREFIX, e.g. train:en-de=raw/train.en-de")
         split, src, tgt, prefix = m.groups()
         if src == tgt:
             raise UserError(f"--para {value!r}: source and target language are both {src!r}")
         a, b = sorted((src, tgt))
         for lang in (src, tgt):
-            streams.append(Stream("--para", value, split, lang, os.path.abspath(f"{prefix}.{lang}"),
-                                  pair_dataset(split, a, b, lang), f"{a}-{b}"))
+            streams.append(
+                Stream(
+                    "--para",
+                    value,
+                    split,
+                    lang,
+                    os.path.abspath(f"{prefix}.{lang}"),
+                    pair_dataset(split, a, b, lang),
+                    f"{a}-{b}",
+                )
+            )
     for s in streams:
         if s.lang not in langs:
             raise UserError(f"{s.where}: language {s.lang!r} is not in --langs {','.join(langs)}")
@@ -126,7 +133,7 @@ def _locate_utf8_error(path: str, where: str) -> None:
             try:
                 raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                bad = raw[e.start:e.start + 1].hex()
+                bad = raw[e.start : e.start + 1].hex()
                 raise UserError(
                     f"invalid UTF-8 in {path} line {lineno} (byte 0x{bad} at byte {e.start + 1} of "
                     f"the line) ({where}); fix the file or pass --utf8-errors replace"

@@ -8,8 +8,9 @@ from preprocess.errors import UserError
 LANG_PATTERN = r"[A-Za-z][A-Za-z0-9_]*"
 
 
-def parse_steps(value: str, option: str, sizes: Sequence[int] = (1,),
-                known: Optional[Iterable[str]] = None) -> List[Tuple[str, ...]]:
+def parse_steps(
+    value: str, option: str, sizes: Sequence[int] = (1,), known: Optional[Iterable[str]] = None
+) -> List[Tuple[str, ...]]:
     """``'en,de-en'`` -> ``[('en',), ('de', 'en')]``: comma-separated items of ``sizes`` languages
     joined by ``-``, none listed twice, each a language code (and one of ``known`` when given).
     An empty value gives ``[]``."""

@@ -24,8 +24,10 @@ def summary_text(stats: Dict[str, dict], vocab: dict) -> str:
     ]
     for name in sorted(stats):
         st = stats[name]
-        lines.append(f"{name:<{width}}  {st['sentences']:>10,}  {st['tokens']:>12,}  {st['unk']:>8,}  "
-                     f"{100 * st['unk_rate']:>8.3f}%  {st['empty_lines']:>6,}")
+        lines.append(
+            f"{name:<{width}}  {st['sentences']:>10,}  {st['tokens']:>12,}  {st['unk']:>8,}  "
+            f"{100 * st['unk_rate']:>8.3f}%  {st['empty_lines']:>6,}"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -28,29 +28,11 @@ applier of ``xlm_fairseq.hub.XLMBPETokenizer``) into pieces spelt as XLM spells 
 and the pieces are looked up in DICT (pieces it lacks become ``<unk>``). DEST then holds
 ``dict.txt``, ``bpe.codes`` and ``xlm_tokenizer.json`` instead of ``spm.model``/``spm.vocab``.
 
-Output layout of DEST
----------------------
-``dict.txt``
-    fairseq ``Dictionary`` file, ``token count`` per line. First XLM's ten special symbols
-    ``<special0>`` ... ``<special9>`` (count 0; ``<special1>`` is the mask token), then every
-    sentencepiece piece in sentencepiece id order (its ``<unk>``, ``<s>``, ``</s>`` left out: fairseq
-    adds ``<s> <pad> </s> <unk>`` itself as indices 0-3) with its count in the train data (0 for
-    pieces that never occur). ``len(Dictionary.load(dict.txt)) == 4 + 10 + spm_size - 3``.
-``spm.model``, ``spm.vocab``
-    the sentencepiece model (and ``piece<TAB>score`` per line) used to encode.
-``{split}.{lang}.bin`` / ``.idx``
-    monolingual data of ``--mono SPLIT:LANG=FILE``.
-``{split}.{src}-{tgt}.{src}.bin/.idx``, ``{split}.{src}-{tgt}.{tgt}.bin/.idx``
-    parallel data of ``--para SPLIT:SRC-TGT=PREFIX`` (fairseq's translation naming), with
-    ``src < tgt`` alphabetically: ``--para train:de-en=P`` is stored as ``train.en-de.{en,de}``.
-``summary.json``, ``summary.txt``
-    per dataset: sentences, tokens (pieces, ``</s>`` not counted), ``<unk>`` count and rate, and
-    empty lines; also printed at the end.
-``manifest.json``
-    the inputs (absolute paths, sizes, mtimes) and the options that shape the output, plus the
-    output files and their sizes. Re-running with identical inputs and options prints
-    "up to date" and exits 0 without doing anything; a DEST made from anything else (or a
-    non-empty DEST without a manifest) is refused unless ``--force``.
+Output: ``dict.txt`` (XLM's ``<special0>``..``<special9>`` first, ``<special1>`` the mask), ``spm.model``
+and ``spm.vocab`` (or ``bpe.codes`` and ``xlm_tokenizer.json``), ``{split}.{lang}.{bin,idx}``,
+``{split}.{a}-{b}.{lang}.{bin,idx}`` with ``a < b``, ``summary.{json,txt}`` and ``manifest.json``
+(what DEST was made from: a re-run with the same inputs and options does nothing). The file names are
+``preprocess/layout.py``'s; every file is described in ``preprocess/README.md``.
 
 DEST is built in a sibling ``DEST.partial-*`` and renamed into place only when complete
 (with ``--force``, the old DEST is replaced only then), so a failed run never leaves a
@@ -76,7 +58,15 @@ from preprocess.files import staged_dir
 from preprocess.inputs import Stream, check_input_file, parse_streams, scan_file
 from preprocess.langs import parse_langs
 from preprocess.manifest import first_difference, outputs_intact, read_manifest, signature, summary_text, versions
-from preprocess.vocab import dict_pieces, load_bpe_codes, load_dictionary, load_spm_model, train_spm, write_dict, write_spm_vocab
+from preprocess.vocab import (
+    dict_pieces,
+    load_bpe_codes,
+    load_dictionary,
+    load_spm_model,
+    train_spm,
+    write_dict,
+    write_spm_vocab,
+)
 
 DEFAULT_VOCAB_SIZE = 8000
 DEFAULT_SPM_SENTENCES_PER_LANG = 300_000
@@ -122,49 +112,102 @@ def build_parser() -> argparse.ArgumentParser:
         "(src < tgt), DEST/summary.{json,txt}, DEST/manifest.json. See preprocess/README.md.",
     )
     p.add_argument("dest", metavar="DEST", help="output directory (the data-bin)")
-    p.add_argument("--langs", required=True, metavar="L1,L2,...",
-                   help="comma-separated languages, e.g. en,de; each needs train data")
-    p.add_argument("--mono", action="append", default=[], metavar="SPLIT:LANG=FILE",
-                   help="monolingual text file, one sentence per line, e.g. train:en=raw/mono.en "
-                   "(repeatable); stored as DEST/SPLIT.LANG")
-    p.add_argument("--para", action="append", default=[], metavar="SPLIT:SRC-TGT=PREFIX",
-                   help="line-aligned parallel files PREFIX.SRC and PREFIX.TGT, e.g. "
-                   "train:en-de=raw/train.en-de (repeatable); stored as DEST/SPLIT.A-B.{A,B} with "
-                   "A < B alphabetically")
-    p.add_argument("--vocab-size", type=_positive_int, default=None, metavar="N",
-                   help=f"sentencepiece vocabulary size (default {DEFAULT_VOCAB_SIZE}); ignored with "
-                   "--spm-model, refused with --bpe-codes")
-    p.add_argument("--spm-model", metavar="FILE",
-                   help="use this existing sentencepiece model instead of training one (needs --dict)")
-    p.add_argument("--dict", metavar="FILE",
-                   help="use this existing fairseq dict.txt (needs --spm-model or --bpe-codes; must "
-                   "contain <special0>..<special9>); copied to DEST/dict.txt as is")
-    p.add_argument("--bpe-codes", metavar="FILE",
-                   help="encode with these XLM/fastBPE codes ('a b [count]' per line) instead of "
-                   "sentencepiece: pieces in XLM's spelling ('th@@ e'); needs --dict (e.g. a converted "
-                   "XLM model's dict.txt); excludes --spm-model and --vocab-size")
-    p.add_argument("--lowercase-and-remove-accent", action="store_true",
-                   help="with --bpe-codes: lowercase and strip accents after tokenisation, as XLM does "
-                   "for its XNLI-15 models (off by default: XLM's MT models are cased)")
-    p.add_argument("--spm-sentences-per-lang", type=_positive_int,
-                   default=DEFAULT_SPM_SENTENCES_PER_LANG, metavar="N",
-                   help="train sentencepiece on at most N sentences per language, sampled with a "
-                   "fixed seed from that language's train text (mono and parallel), so that a big "
-                   f"language does not swamp a small one (default {DEFAULT_SPM_SENTENCES_PER_LANG})")
-    p.add_argument("--character-coverage", type=_coverage, default=DEFAULT_CHARACTER_COVERAGE,
-                   metavar="F", help="sentencepiece character_coverage "
-                   f"(default {DEFAULT_CHARACTER_COVERAGE}; rarer characters become <unk>)")
-    p.add_argument("--ro-remove-diacritics", action="store_true",
-                   help="Romanian: also map ș ț ă â î to s t a a i (WMT16 practice); cedilla -> "
-                   "comma-below normalisation is always applied")
-    p.add_argument("--utf8-errors", choices=("strict", "replace"), default="strict",
-                   help="strict (default): invalid UTF-8 is an error naming file and line; "
-                   "replace: bad bytes become U+FFFD")
-    p.add_argument("--workers", type=_positive_int, default=_default_workers(), metavar="N",
-                   help="processes for tokenisation and encoding (default: number of CPUs)")
-    p.add_argument("--force", action="store_true",
-                   help="rebuild even if DEST is up to date, and replace a DEST made from other "
-                   "inputs (only once the new one is complete)")
+    p.add_argument(
+        "--langs",
+        required=True,
+        metavar="L1,L2,...",
+        help="comma-separated languages, e.g. en,de; each needs train data",
+    )
+    p.add_argument(
+        "--mono",
+        action="append",
+        default=[],
+        metavar="SPLIT:LANG=FILE",
+        help="monolingual text file, one sentence per line, e.g. train:en=raw/mono.en "
+        "(repeatable); stored as DEST/SPLIT.LANG",
+    )
+    p.add_argument(
+        "--para",
+        action="append",
+        default=[],
+        metavar="SPLIT:SRC-TGT=PREFIX",
+        help="line-aligned parallel files PREFIX.SRC and PREFIX.TGT, e.g. "
+        "train:en-de=raw/train.en-de (repeatable); stored as DEST/SPLIT.A-B.{A,B} with "
+        "A < B alphabetically",
+    )
+    p.add_argument(
+        "--vocab-size",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help=f"sentencepiece vocabulary size (default {DEFAULT_VOCAB_SIZE}); ignored with "
+        "--spm-model, refused with --bpe-codes",
+    )
+    p.add_argument(
+        "--spm-model",
+        metavar="FILE",
+        help="use this existing sentencepiece model instead of training one (needs --dict)",
+    )
+    p.add_argument(
+        "--dict",
+        metavar="FILE",
+        help="use this existing fairseq dict.txt (needs --spm-model or --bpe-codes; must "
+        "contain <special0>..<special9>); copied to DEST/dict.txt as is",
+    )
+    p.add_argument(
+        "--bpe-codes",
+        metavar="FILE",
+        help="encode with these XLM/fastBPE codes ('a b [count]' per line) instead of "
+        "sentencepiece: pieces in XLM's spelling ('th@@ e'); needs --dict (e.g. a converted "
+        "XLM model's dict.txt); excludes --spm-model and --vocab-size",
+    )
+    p.add_argument(
+        "--lowercase-and-remove-accent",
+        action="store_true",
+        help="with --bpe-codes: lowercase and strip accents after tokenisation, as XLM does "
+        "for its XNLI-15 models (off by default: XLM's MT models are cased)",
+    )
+    p.add_argument(
+        "--spm-sentences-per-lang",
+        type=_positive_int,
+        default=DEFAULT_SPM_SENTENCES_PER_LANG,
+        metavar="N",
+        help="train sentencepiece on at most N sentences per language, sampled with a "
+        "fixed seed from that language's train text (mono and parallel), so that a big "
+        f"language does not swamp a small one (default {DEFAULT_SPM_SENTENCES_PER_LANG})",
+    )
+    p.add_argument(
+        "--character-coverage",
+        type=_coverage,
+        default=DEFAULT_CHARACTER_COVERAGE,
+        metavar="F",
+        help=f"sentencepiece character_coverage (default {DEFAULT_CHARACTER_COVERAGE}; rarer characters become <unk>)",
+    )
+    p.add_argument(
+        "--ro-remove-diacritics",
+        action="store_true",
+        help="Romanian: also map ș ț ă â î to s t a a i (WMT16 practice); cedilla -> "
+        "comma-below normalisation is always applied",
+    )
+    p.add_argument(
+        "--utf8-errors",
+        choices=("strict", "replace"),
+        default="strict",
+        help="strict (default): invalid UTF-8 is an error naming file and line; replace: bad bytes become U+FFFD",
+    )
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=_default_workers(),
+        metavar="N",
+        help="processes for tokenisation and encoding (default: number of CPUs)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="rebuild even if DEST is up to date, and replace a DEST made from other "
+        "inputs (only once the new one is complete)",
+    )
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return p
 
@@ -186,8 +229,15 @@ def build(args, streams: List[Stream], line_counts: Dict[str, int], dest: str, w
         shutil.copyfile(args.dict, os.path.join(dest, layout.DICT_FILE))
         shutil.copyfile(args.bpe_codes, os.path.join(dest, layout.BPE_CODES_FILE))
         with open(os.path.join(dest, layout.XLM_TOKENIZER_FILE), "w", encoding="utf-8") as f:
-            json.dump({"type": "xlm_bpe", "lowercase_and_remove_accent": bool(args.lowercase_and_remove_accent),
-                       "bpe_codes": layout.BPE_CODES_FILE}, f, indent=2)
+            json.dump(
+                {
+                    "type": "xlm_bpe",
+                    "lowercase_and_remove_accent": bool(args.lowercase_and_remove_accent),
+                    "bpe_codes": layout.BPE_CODES_FILE,
+                },
+                f,
+                indent=2,
+            )
             f.write("\n")
         binarizer = XLMBPEBinarizer(args.bpe_codes, bool(args.lowercase_and_remove_accent), dictionary)
         subwords = {"bpe_codes": len(bpe.ranks)}
@@ -211,8 +261,7 @@ def build(args, streams: List[Stream], line_counts: Dict[str, int], dest: str, w
 
     stats, counts = binarize_all(streams, line_counts, tok_paths, dest, binarizer, dictionary, args, log)
     if pieces is not None:  # the real counts of the train data
-        write_dict(os.path.join(dest, layout.DICT_FILE), pieces,
-                    {p: int(counts[dictionary.index(p)]) for p in pieces})
+        write_dict(os.path.join(dest, layout.DICT_FILE), pieces, {p: int(counts[dictionary.index(p)]) for p in pieces})
     shutil.rmtree(tmp)
 
     n_symbols = sum(1 for _ in open(os.path.join(dest, layout.DICT_FILE), encoding="utf-8"))
@@ -290,10 +339,13 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
                 log(f"{dest} has the same inputs but its files are incomplete or changed: rebuilding")
         elif os.listdir(dest) and not args.force:
             if manifest is None:
-                raise UserError(f"DEST {dest} exists, is not empty and has no manifest.json of "
-                                   "this tool; use --force to replace it")
-            raise UserError(f"DEST {dest} was prepared from different inputs or options "
-                               f"({first_difference(manifest, wanted)}); use --force to replace it")
+                raise UserError(
+                    f"DEST {dest} exists, is not empty and has no manifest.json of this tool; use --force to replace it"
+                )
+            raise UserError(
+                f"DEST {dest} was prepared from different inputs or options "
+                f"({first_difference(manifest, wanted)}); use --force to replace it"
+            )
 
     # -- read every input once: UTF-8, blank files, parallel line counts -------------------------
     line_counts: Dict[str, int] = {}

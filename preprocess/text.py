@@ -36,9 +36,7 @@ def remove_non_printing(text: str, replacement: str = " ") -> str:
     tab, CR and the BOM among them) becomes ``replacement``, every other whitespace a space."""
     if text.isprintable():  # fast path: no C* / Z* character except ' '
         return text
-    return "".join(
-        replacement if unicodedata.category(ch)[0] == "C" else " " if ch.isspace() else ch for ch in text
-    )
+    return "".join(replacement if unicodedata.category(ch)[0] == "C" else " " if ch.isspace() else ch for ch in text)
 
 
 def lowercase_and_remove_accent(text: str) -> str:

@@ -48,28 +48,34 @@ def _canonical_model(proto: bytes) -> bytes:
 def train_spm(streams, line_counts, tok_paths, args, vocab_size, log) -> bytes:
     import sentencepiece as spm
 
-    log(f"[2/3] training sentencepiece BPE, vocab {vocab_size}, at most "
-        f"{args.spm_sentences_per_lang:,} sentences per language")
+    log(
+        f"[2/3] training sentencepiece BPE, vocab {vocab_size}, at most "
+        f"{args.spm_sentences_per_lang:,} sentences per language"
+    )
     model = io.BytesIO()
     spm.set_random_generator_seed(SPM_SEED)
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=_spm_sample(streams, line_counts, tok_paths, args.langs,
-                                          args.spm_sentences_per_lang),
+            sentence_iterator=_spm_sample(streams, line_counts, tok_paths, args.langs, args.spm_sentences_per_lang),
             model_writer=model,
             model_type="bpe",
             vocab_size=vocab_size,
             character_coverage=args.character_coverage,
             num_threads=args.workers,
-            unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+            unk_id=0,
+            bos_id=1,
+            eos_id=2,
+            pad_id=-1,
             minloglevel=2,
         )
     except RuntimeError as e:
         message = " ".join(str(e).split())
         m = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", message)
         if m:
-            raise UserError(f"--vocab-size {m.group(1)} is too large for this train data: "
-                               f"sentencepiece can make at most {m.group(2)} pieces from it")
+            raise UserError(
+                f"--vocab-size {m.group(1)} is too large for this train data: "
+                f"sentencepiece can make at most {m.group(2)} pieces from it"
+            )
         raise UserError(f"sentencepiece training failed: {message}")
     return _canonical_model(model.getvalue())
 
@@ -123,8 +129,10 @@ def load_dictionary(path: str, what: str):
         raise UserError(f"cannot read {what} {path}: {' '.join(str(e).split())}")
     missing = [s for s in SPECIAL_SYMBOLS if s not in d.indices]
     if missing:
-        raise UserError(f"{what} {path} lacks XLM's special symbols ({missing[0]} and "
-                           f"{len(missing) - 1} more); the LM task needs {MASK_SYMBOL} as mask token")
+        raise UserError(
+            f"{what} {path} lacks XLM's special symbols ({missing[0]} and "
+            f"{len(missing) - 1} more); the LM task needs {MASK_SYMBOL} as mask token"
+        )
     return d
 
 

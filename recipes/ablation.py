@@ -42,9 +42,11 @@ BIN = Path(sys.executable).parent
 LR = 5e-4  # Adam's peak learning rate in every run; --mt-lr replaces it for the MT runs
 
 FULL = dict(mono=12000, train=5000, valid=300, test=400, vocab=6000, dim=256, layers=4, heads=4, ffn=1024,
-            pretrain_minutes=10.0, mt_minutes=6.0, beam=5, mt_lr=LR, tokens_per_sample=128, pretrain_max_tokens=4096, mt_max_tokens=2000)
+            pretrain_minutes=10.0, mt_minutes=6.0, beam=5, mt_lr=LR, tokens_per_sample=128,
+            pretrain_max_tokens=4096, mt_max_tokens=2000)
 QUICK = dict(mono=1500, train=600, valid=60, test=60, vocab=800, dim=64, layers=2, heads=4, ffn=256,
-             pretrain_minutes=0.15, mt_minutes=0.1, beam=1, mt_lr=LR, tokens_per_sample=64, pretrain_max_tokens=1024, mt_max_tokens=1000)
+             pretrain_minutes=0.15, mt_minutes=0.1, beam=1, mt_lr=LR, tokens_per_sample=64,
+             pretrain_max_tokens=1024, mt_max_tokens=1000)
 
 
 def runs_table():
@@ -93,16 +95,16 @@ class Ablation:
         p = self.p
         out = []
         for side in prefix:
-            out += [f"--{side}-embed-dim", p["dim"], f"--{side}-layers", p["layers"], f"--{side}-attention-heads", p["heads"],
-                    f"--{side}-ffn-embed-dim", p["ffn"]]
+            out += [f"--{side}-embed-dim", p["dim"], f"--{side}-layers", p["layers"],
+                    f"--{side}-attention-heads", p["heads"], f"--{side}-ffn-embed-dim", p["ffn"]]
         return out + ["--dropout", "0.1", "--attention-dropout", "0.1"]
 
     def common(self, save, minutes, lr):
         return ["--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json", "--log-interval", "50",
                 "--no-epoch-checkpoints", "--disable-validation", "--save-dir", save, "--max-update", "1000000",
                 "--stop-time-hours", f"{minutes / 60:.6f}", "--clip-norm", "5",
-                "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", f"{lr:g}", "--lr-scheduler", "inverse_sqrt",
-                "--warmup-updates", "200" if not self.args.quick else "10"]
+                "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", f"{lr:g}",
+                "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "200" if not self.args.quick else "10"]
 
     # ---- stages ------------------------------------------------------------------------
 
@@ -110,11 +112,14 @@ class Ablation:
         if (self.data / "dict.txt").exists():
             return
         p, raw = self.p, self.work / "raw"
-        self.log(f"data: {p['mono']} mono lines per language, {p['train']} pairs, valid {p['valid']}, test {p['test']} (held-out documents)")
-        self.run([sys.executable, ROOT / "recipes/data/make_sample.py", self.args.shared_data, "--out", raw, "--pairs", "en-de",
-                  "--mono", p["mono"], "--train", p["train"], "--valid", p["valid"], "--test", p["test"]], self.work / "make_sample.log")
+        self.log(f"data: {p['mono']} mono lines per language, {p['train']} pairs, valid {p['valid']}, "
+                 f"test {p['test']} (held-out documents)")
+        self.run([sys.executable, ROOT / "recipes/data/make_sample.py", self.args.shared_data, "--out", raw,
+                  "--pairs", "en-de", "--mono", p["mono"], "--train", p["train"], "--valid", p["valid"],
+                  "--test", p["test"]], self.work / "make_sample.log")
         d = raw / "en-de"
-        self.run([sys.executable, "-m", "preprocess.prepare", self.data, "--langs", "de,en", "--vocab-size", p["vocab"], "--quiet",
+        self.run([sys.executable, "-m", "preprocess.prepare", self.data, "--langs", "de,en",
+                  "--vocab-size", p["vocab"], "--quiet",
                   "--mono", f"train:en={d}/mono.en", "--mono", f"train:de={d}/mono.de",
                   "--para", f"train:en-de={d}/train.en-de", "--para", f"valid:en-de={d}/valid.en-de",
                   "--para", f"test:en-de={d}/test.en-de"], self.work / "prepare.log")
@@ -152,15 +157,16 @@ class Ablation:
             else:
                 cmd += ["--mt-steps", steps]
             if init != "random":
-                cmd += ["--pretrained-xlm-checkpoint", self.work / "checkpoints" / f"pretrain_{init}" / "checkpoint_last.pt"]
+                pretrained = self.work / "checkpoints" / f"pretrain_{init}" / "checkpoint_last.pt"
+                cmd += ["--pretrained-xlm-checkpoint", pretrained]
             if loop == "xlm":
                 cmd += ["--step-per-objective"]
         else:  # fairseq's own transformer
             src, tgt = steps.split("-")
             cmd = [BIN / "fairseq-train", self.work / "peer-bin", "--task", "translation", "-s", src, "-t", tgt,
                    "--arch", "transformer", *self.model_args(), "--share-decoder-input-output-embed",
-                   "--criterion", "cross_entropy", "--max-tokens", self.p["mt_max_tokens"], *self.common(save, minutes, lr),
-                   "--log-file", log]
+                   "--criterion", "cross_entropy", "--max-tokens", self.p["mt_max_tokens"],
+                   *self.common(save, minutes, lr), "--log-file", log]
         self.log(f"train {name}: {minutes:g} min")
         start = time.time()
         self.run(cmd, save / "stdout.log")
@@ -195,8 +201,8 @@ class Ablation:
                 base = [BIN / "fairseq-generate", self.work / "peer-bin", "--user-dir", ROOT / "xlm_fairseq",
                         "--task", "translation", "-s", src, "-t", tgt]
             else:
-                base = [BIN / "fairseq-generate", self.data, "--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm",
-                        "-s", src, "-t", tgt]
+                base = [BIN / "fairseq-generate", self.data, "--user-dir", ROOT / "xlm_fairseq",
+                        "--task", "translation_lm", "-s", src, "-t", tgt]
             # --required-batch-size-multiple 1: fairseq-fixed's batching drops n % multiple sentences
             # (our datasets put them back; fairseq's translation task does not)
             base += ["--gen-subset", "test", "--path", save / "checkpoint_last.pt", "--max-tokens", "4000", "--cpu",
@@ -281,11 +287,13 @@ class Ablation:
         p = self.p
         lines = [
             f"Date {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, torch {__import__('torch').__version__}; "
-            f"model {p['dim']} dims, {p['layers']}+{p['layers']} layers, {p['heads']} heads, FFN {p['ffn']}, vocabulary {p['vocab']}; "
-            f"budget {p['pretrain_minutes']:g} min per pretraining run, {p['mt_minutes']:g} min per MT run (wall clock, "
-            f"`--stop-time-hours`); Adam, inverse-sqrt, lr {LR:g} pretraining / {p['mt_lr']:g} MT; test: {p['test']} held-out sentences, beam {p['beam']}.",
+            f"model {p['dim']} dims, {p['layers']}+{p['layers']} layers, {p['heads']} heads, FFN {p['ffn']}, "
+            f"vocabulary {p['vocab']}; budget {p['pretrain_minutes']:g} min per pretraining run, "
+            f"{p['mt_minutes']:g} min per MT run (wall clock, `--stop-time-hours`); Adam, inverse-sqrt, "
+            f"lr {LR:g} pretraining / {p['mt_lr']:g} MT; test: {p['test']} held-out sentences, beam {p['beam']}.",
             "",
-            "| run | init | loop | updates | target tokens/s | BLEU de→en | BLEU en→de | log2 p/token de→en | log2 p/token en→de |",
+            "| run | init | loop | updates | target tokens/s | BLEU de→en | BLEU en→de "
+            "| log2 p/token de→en | log2 p/token en→de |",
             "|---|---|---|---:|---:|---:|---:|---:|---:|",
         ]
         for name, (kind, init, loop, _) in runs_table().items():
@@ -300,14 +308,18 @@ class Ablation:
             lines.append(f"| {name} | {init} | {loop} | {r['train']['updates']} | {wps} | " + " | ".join(cells) + " |")
         pre = [n for n in ("pretrain_mlm", "pretrain_mlm_tlm") if n in results]
         if pre:
-            lines += ["", "Pretraining, XLM's validation metric (100 % of the predicted positions masked) on the valid sentences:", "",
-                      "| LM | updates | perplexity en | perplexity de | accuracy en | accuracy de |", "|---|---:|---:|---:|---:|---:|"]
+            lines += ["", "Pretraining, XLM's validation metric (100 % of the predicted positions masked) "
+                      "on the valid sentences:", "",
+                      "| LM | updates | perplexity en | perplexity de | accuracy en | accuracy de |",
+                      "|---|---:|---:|---:|---:|---:|"]
             for n in pre:
                 ev = results[n].get("eval", {})
-                cells = [str(ev.get(lang, {}).get(metric, "—")) for metric in ("fullmask_ppl", "fullmask_acc") for lang in ("en", "de")]
+                cells = [str(ev.get(lang, {}).get(metric, "—"))
+                         for metric in ("fullmask_ppl", "fullmask_acc") for lang in ("en", "de")]
                 lines.append(f"| {n} | {results[n]['train']['updates']} | " + " | ".join(cells) + " |")
             ev = results[pre[0]].get("eval", {})
-            cells = [str(ev.get(lang, {}).get(metric, "—")) for metric in ("unigram_ppl", "unigram_acc") for lang in ("en", "de")]
+            cells = [str(ev.get(lang, {}).get(metric, "—"))
+                     for metric in ("unigram_ppl", "unigram_acc") for lang in ("en", "de")]
             lines.append("| unigram model of the training text | — | " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
 
@@ -322,7 +334,8 @@ class Ablation:
         self.work.mkdir(parents=True, exist_ok=True)
         self.prepare()
         # pretraining runs the MT runs need come first
-        needed = {f"pretrain_{table[w][1]}" for w in wanted if table[w][0] in ("unmt", "sup") and table[w][1] != "random"}
+        needed = {f"pretrain_{table[w][1]}" for w in wanted
+                  if table[w][0] in ("unmt", "sup") and table[w][1] != "random"}
         order = [n for n in table if n in needed or n in wanted]
         results = json.loads(self.results_path.read_text()) if self.results_path.exists() else {}
         for name in order:
@@ -340,11 +353,13 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="tiny data, model and budgets (a pipeline check, what CI runs)")
     p.add_argument("--pretrain-minutes", type=float, help="budget of each pretraining run (default 10; --quick 0.15)")
     p.add_argument("--mt-minutes", type=float, help="budget of each MT run (default 6; --quick 0.1)")
-    p.add_argument("--mt-lr", type=float, help=f"peak learning rate of the MT runs (default {LR:g}; pretraining keeps {LR:g})")
+    p.add_argument("--mt-lr", type=float,
+                   help=f"peak learning rate of the MT runs (default {LR:g}; pretraining keeps {LR:g})")
     p.add_argument("--beam", type=int, help="beam size of the BLEU runs (default 5; --quick 1)")
     p.add_argument("--runs", help="comma-separated subset of the runs (their pretraining comes along)")
     p.add_argument("--work-dir", help="where everything goes (default runs/ablation[-quick])")
-    p.add_argument("--shared-data", default=str(ROOT.parent / "shared" / "data"), help="the shared corpora (default ../shared/data)")
+    p.add_argument("--shared-data", default=str(ROOT.parent / "shared" / "data"),
+                   help="the shared corpora (default ../shared/data)")
     p.add_argument("--fresh", action="store_true", help="delete the work directory first")
     args = p.parse_args(argv)
     if not (Path(args.shared_data) / "en-de" / "docs.natural.en").exists():

@@ -32,7 +32,7 @@ def json_logs(text, tag):
     out = []
     for line in text.splitlines():
         if f"| {tag} |" in line and "{" in line:
-            out.append(json.loads(line[line.index("{"):]))
+            out.append(json.loads(line[line.index("{") :]))
     return out
 
 
@@ -73,10 +73,33 @@ def data_bin(tmp_path_factory):
 
 
 PRETRAIN_ARGS = [
-    "--user-dir", ROOT / "xlm_fairseq", "--task", "cross_lingual_lm", "--arch", "xlm_tiny", "--cpu",
-    "--optimizer", "adam", "--lr", "0.001", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "20",
-    "--max-tokens", "1024", "--tokens-per-sample", "64", "--num-workers", "0", "--seed", "1",
-    "--log-format", "json", "--no-epoch-checkpoints", "--disable-validation",
+    "--user-dir",
+    ROOT / "xlm_fairseq",
+    "--task",
+    "cross_lingual_lm",
+    "--arch",
+    "xlm_tiny",
+    "--cpu",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.001",
+    "--lr-scheduler",
+    "inverse_sqrt",
+    "--warmup-updates",
+    "20",
+    "--max-tokens",
+    "1024",
+    "--tokens-per-sample",
+    "64",
+    "--num-workers",
+    "0",
+    "--seed",
+    "1",
+    "--log-format",
+    "json",
+    "--no-epoch-checkpoints",
+    "--disable-validation",
 ]
 
 
@@ -84,6 +107,17 @@ PRETRAIN_ARGS = [
 def pretrained(data_bin, tmp_path_factory):
     """A tiny MLM+TLM model over en,de,ro (a short real fairseq-train run)."""
     save = tmp_path_factory.mktemp("pretrained")
-    fairseq("train", data_bin, *PRETRAIN_ARGS, "--langs", "en,de,ro", "--mlm-steps", "en,de,ro,en-de,en-ro",
-            "--max-update", "60", "--save-dir", save)
+    fairseq(
+        "train",
+        data_bin,
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en,de,ro",
+        "--mlm-steps",
+        "en,de,ro,en-de,en-ro",
+        "--max-update",
+        "60",
+        "--save-dir",
+        save,
+    )
     return save / "checkpoint_last.pt"

@@ -13,7 +13,9 @@ def _ablation(*args):
     import os
 
     env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", PYTHON=str(BIN / "python"), OMP_NUM_THREADS="2")
-    return subprocess.run(["bash", ROOT / "recipes" / "ablation.sh", *map(str, args)], capture_output=True, text=True, env=env, cwd=ROOT)
+    return subprocess.run(
+        ["bash", ROOT / "recipes" / "ablation.sh", *map(str, args)], capture_output=True, text=True, env=env, cwd=ROOT
+    )
 
 
 def test_ablation_quick_runs_every_kind_of_run(tmp_path):
@@ -39,7 +41,9 @@ def test_ablation_quick_runs_every_kind_of_run(tmp_path):
         assert "'lr': [0.0007]" in (tmp_path / "w" / "checkpoints" / name / "train.log").read_text(), name
     assert "'lr': [0.0005]" in (tmp_path / "w" / "checkpoints" / "pretrain_mlm_tlm" / "train.log").read_text()
     table = (tmp_path / "w" / "results.md").read_text()
-    assert "0.0007 MT" in table and "| pretrain_mlm_tlm |" in table and "| unigram model of the training text |" in table
+    assert (
+        "0.0007 MT" in table and "| pretrain_mlm_tlm |" in table and "| unigram model of the training text |" in table
+    )
     assert "| unmt_mlm_tlm_xlm | mlm_tlm | xlm |" in table and "| fairseq_transformer_de-en |" in table
     # test sentences never occur in the training files (held-out documents)
     raw = tmp_path / "w" / "raw" / "en-de"

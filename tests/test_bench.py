@@ -4,7 +4,6 @@ are asserted; the benchmark itself is `python bench/run.py --quick`)."""
 import importlib.util
 
 import pytest
-
 from conftest import ROOT, fairseq
 
 
@@ -17,10 +16,41 @@ def _bench():
 
 def test_windows_count_input_tokens_of_every_objective(data_bin):
     bench = _bench()
-    proc = fairseq("train", data_bin, "--user-dir", ROOT / "xlm_fairseq", "--task", "cross_lingual_lm", "--langs", "de,en,ro",
-                   "--mlm-steps", "en,de", "--clm-steps", "", "--arch", "xlm_tiny", "--tokens-per-sample", "32",
-                   "--batch-size", "4", "--optimizer", "adam", "--lr", "1e-4", "--cpu", "--num-workers", "0",
-                   "--log-format", "json", "--log-interval", "2", "--max-update", "8", "--disable-validation", "--no-save")
+    proc = fairseq(
+        "train",
+        data_bin,
+        "--user-dir",
+        ROOT / "xlm_fairseq",
+        "--task",
+        "cross_lingual_lm",
+        "--langs",
+        "de,en,ro",
+        "--mlm-steps",
+        "en,de",
+        "--clm-steps",
+        "",
+        "--arch",
+        "xlm_tiny",
+        "--tokens-per-sample",
+        "32",
+        "--batch-size",
+        "4",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "1e-4",
+        "--cpu",
+        "--num-workers",
+        "0",
+        "--log-format",
+        "json",
+        "--log-interval",
+        "2",
+        "--max-update",
+        "8",
+        "--disable-validation",
+        "--no-save",
+    )
     windows = bench.train_windows(proc.stdout + proc.stderr)
     assert len(windows) == 4
     for w in windows:
@@ -34,4 +64,6 @@ def test_flop_count_is_the_matmuls():
     d, f, t, v, layers = bench.DIM, bench.FFN, bench.BLOCK, bench.VOCAB, bench.LAYERS
     forward_macs = layers * (4 * d * d + 2 * d * f + 2 * t * d) + 0.15 * v * d
     assert bench.mlm_flops_per_token() == pytest.approx(3 * 2 * forward_macs)
-    assert bench.mlm_flops_per_token(extra_head_dim=d) - bench.mlm_flops_per_token() == pytest.approx(3 * 2 * 0.15 * d * d)
+    assert bench.mlm_flops_per_token(extra_head_dim=d) - bench.mlm_flops_per_token() == pytest.approx(
+        3 * 2 * 0.15 * d * d
+    )

@@ -1,13 +1,19 @@
 """cross_lingual_lm through fairseq's own CLI: options, MLM/TLM/CLM training, metrics, resume, errors."""
 
 import torch
-
 from conftest import PRETRAIN_ARGS, ROOT, fairseq, json_logs
 
 
 def test_cross_lingual_lm_is_ours_in_the_cli():
     out = fairseq("train", "--user-dir", ROOT / "xlm_fairseq", "--task", "cross_lingual_lm", "--help").stdout
-    for option in ("--mlm-steps", "--clm-steps", "--sample-alpha", "--lg-sampling-factor", "--mask-keep-rand", "--pretrained-xlm-checkpoint"):
+    for option in (
+        "--mlm-steps",
+        "--clm-steps",
+        "--sample-alpha",
+        "--lg-sampling-factor",
+        "--mask-keep-rand",
+        "--pretrained-xlm-checkpoint",
+    ):
         assert option in out, option
     assert "--monolingual-langs" not in out, "fairseq's legacy cross_lingual_lm options must be gone"
 
@@ -17,9 +23,27 @@ def test_pretraining_end_to_end(data_bin, tmp_path):
     every objective's metrics are logged in training and validation."""
     save = tmp_path / "ckpt"
     args = [a for a in PRETRAIN_ARGS if a != "--disable-validation"]
-    proc = fairseq("train", data_bin, *args, "--langs", "en,de,ro", "--mlm-steps", "en,de,en-de", "--clm-steps", "en",
-                   "--max-update", "240", "--validate-interval-updates", "40", "--save-interval-updates", "240",
-                   "--best-checkpoint-metric", "mlm_en_ppl", "--save-dir", save)
+    proc = fairseq(
+        "train",
+        data_bin,
+        *args,
+        "--langs",
+        "en,de,ro",
+        "--mlm-steps",
+        "en,de,en-de",
+        "--clm-steps",
+        "en",
+        "--max-update",
+        "240",
+        "--validate-interval-updates",
+        "40",
+        "--save-interval-updates",
+        "240",
+        "--best-checkpoint-metric",
+        "mlm_en_ppl",
+        "--save-dir",
+        save,
+    )
     valid = json_logs(proc.stdout + proc.stderr, "valid")
     train = json_logs(proc.stdout + proc.stderr, "train")
     assert len(valid) >= 3
@@ -32,7 +56,10 @@ def test_pretraining_end_to_end(data_bin, tmp_path):
         assert float(valid[-1][f"valid_{key}_fullmask_ppl"]) > float(valid[-1][f"valid_{key}_ppl"]), key
     assert "valid_clm_en_fullmask_ppl" not in valid[-1]
     first, last = float(valid[0]["valid_mlm_en_ppl"]), float(valid[-1]["valid_mlm_en_ppl"])
-    print(f"valid mlm_en_ppl: {first} at update {valid[0]['valid_num_updates']} -> {last} at {valid[-1]['valid_num_updates']}")
+    print(
+        f"valid mlm_en_ppl: {first} at update {valid[0]['valid_num_updates']} "
+        f"-> {last} at {valid[-1]['valid_num_updates']}"
+    )
     assert last < 0.75 * first, (first, last)
     assert (save / "checkpoint_best.pt").exists()
     # the checkpoint loads with the hub interface
@@ -45,7 +72,18 @@ def test_pretraining_end_to_end(data_bin, tmp_path):
 
 def test_resume_continues_from_checkpoint_last(data_bin, tmp_path):
     save = tmp_path / "ckpt"
-    common = [data_bin, *PRETRAIN_ARGS, "--langs", "en,de,ro", "--mlm-steps", "en,de", "--save-dir", save, "--log-interval", "1"]
+    common = [
+        data_bin,
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en,de,ro",
+        "--mlm-steps",
+        "en,de",
+        "--save-dir",
+        save,
+        "--log-interval",
+        "1",
+    ]
     fairseq("train", *common, "--max-update", "10")
     state = torch.load(save / "checkpoint_last.pt")  # default weights_only loader, allowlisted by the plugin
     assert state["optimizer_history"][-1]["num_updates"] == 10
@@ -63,22 +101,60 @@ def _error_line(proc):
 
 
 def test_explicit_incompatible_criterion_is_refused(data_bin, tmp_path):
-    proc = fairseq("train", data_bin, *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en", "--max-update", "1",
-                   "--criterion", "label_smoothed_cross_entropy", "--save-dir", tmp_path / "c", ok=False)
+    proc = fairseq(
+        "train",
+        data_bin,
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en,de",
+        "--mlm-steps",
+        "en",
+        "--max-update",
+        "1",
+        "--criterion",
+        "label_smoothed_cross_entropy",
+        "--save-dir",
+        tmp_path / "c",
+        ok=False,
+    )
     assert "--criterion label_smoothed_cross_entropy" in _error_line(proc)
     assert not (tmp_path / "c" / "checkpoint_last.pt").exists()
 
 
 def test_language_not_in_langs_is_refused(data_bin, tmp_path):
-    proc = fairseq("train", data_bin, *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en,fr", "--max-update", "1",
-                   "--save-dir", tmp_path / "c", ok=False)
+    proc = fairseq(
+        "train",
+        data_bin,
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en,de",
+        "--mlm-steps",
+        "en,fr",
+        "--max-update",
+        "1",
+        "--save-dir",
+        tmp_path / "c",
+        ok=False,
+    )
     line = _error_line(proc)
     assert "--mlm-steps" in line and "'fr'" in line
 
 
 def test_missing_training_data_names_the_file(data_bin, tmp_path):
-    proc = fairseq("train", data_bin, *PRETRAIN_ARGS, "--langs", "en,de,ro", "--mlm-steps", "de-ro", "--max-update", "1",
-                   "--save-dir", tmp_path / "c", ok=False)
+    proc = fairseq(
+        "train",
+        data_bin,
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en,de,ro",
+        "--mlm-steps",
+        "de-ro",
+        "--max-update",
+        "1",
+        "--save-dir",
+        tmp_path / "c",
+        ok=False,
+    )
     line = _error_line(proc)
     assert "train.de-ro.de.bin" in line
 
@@ -88,11 +164,32 @@ def test_restart_from_pretrained_keeps_weights_and_remaps_languages(pretrained, 
     from fairseq import checkpoint_utils
 
     save = tmp_path / "c"
-    fairseq("train", data_bin, *PRETRAIN_ARGS, "--langs", "ro,en", "--mlm-steps", "en", "--max-update", "1", "--lr", "1e-9",
-            "--warmup-updates", "0", "--lr-scheduler", "fixed", "--pretrained-xlm-checkpoint", pretrained, "--save-dir", save)
+    fairseq(
+        "train",
+        data_bin,
+        *PRETRAIN_ARGS,
+        "--langs",
+        "ro,en",
+        "--mlm-steps",
+        "en",
+        "--max-update",
+        "1",
+        "--lr",
+        "1e-9",
+        "--warmup-updates",
+        "0",
+        "--lr-scheduler",
+        "fixed",
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--save-dir",
+        save,
+    )
     old = torch.load(pretrained)["model"]
     new = torch.load(save / "checkpoint_last.pt")["model"]
     key = "encoder.transformer.lang_embeddings.weight"
     assert torch.allclose(new[key][0], old[key][2], atol=1e-5) and torch.allclose(new[key][1], old[key][0], atol=1e-5)
-    assert torch.allclose(new["encoder.transformer.ffns.1.lin2.weight"], old["encoder.transformer.ffns.1.lin2.weight"], atol=1e-5)
+    assert torch.allclose(
+        new["encoder.transformer.ffns.1.lin2.weight"], old["encoder.transformer.ffns.1.lin2.weight"], atol=1e-5
+    )
     del checkpoint_utils

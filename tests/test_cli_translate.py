@@ -6,13 +6,31 @@ import sys
 
 import pytest
 import torch
-
 from conftest import ROOT, fairseq, json_logs, run
 
 UNMT_ARGS = [
-    "--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm", "--arch", "xlm_tiny", "--cpu",
-    "--optimizer", "adam", "--lr", "0.0005", "--max-tokens", "1500", "--num-workers", "0", "--seed", "1",
-    "--log-format", "json", "--no-epoch-checkpoints", "--max-sentence-len", "128",
+    "--user-dir",
+    ROOT / "xlm_fairseq",
+    "--task",
+    "translation_lm",
+    "--arch",
+    "xlm_tiny",
+    "--cpu",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.0005",
+    "--max-tokens",
+    "1500",
+    "--num-workers",
+    "0",
+    "--seed",
+    "1",
+    "--log-format",
+    "json",
+    "--no-epoch-checkpoints",
+    "--max-sentence-len",
+    "128",
 ]
 
 
@@ -21,7 +39,9 @@ def _load(path, data_bin, **overrides):
 
     import xlm_fairseq  # noqa: F401  (registers the tasks the checkpoint names)
 
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(path)], arg_overrides={"data": str(data_bin), **overrides})
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(path)], arg_overrides={"data": str(data_bin), **overrides}
+    )
     return models[0], task
 
 
@@ -29,10 +49,31 @@ def _load(path, data_bin, **overrides):
 def unmt(pretrained, data_bin, tmp_path_factory):
     """AE + BT on monolingual data only (en, de, ro), initialised from the pretrained LM."""
     save = tmp_path_factory.mktemp("unmt")
-    proc = fairseq("train", data_bin, *UNMT_ARGS, "--langs", "en,de,ro", "--ae-steps", "en,de,ro",
-                   "--bt-steps", "en-de-en,de-en-de,en-ro-en,ro-en-ro", "--lambda-ae", "0:1,40:0.25",
-                   "--valid-lang-pairs", "en-de,de-en,en-ro,ro-en", "--max-update", "30", "--validate-interval-updates", "30",
-                   "--pretrained-xlm-checkpoint", pretrained, "--save-dir", save, "--log-interval", "1")
+    proc = fairseq(
+        "train",
+        data_bin,
+        *UNMT_ARGS,
+        "--langs",
+        "en,de,ro",
+        "--ae-steps",
+        "en,de,ro",
+        "--bt-steps",
+        "en-de-en,de-en-de,en-ro-en,ro-en-ro",
+        "--lambda-ae",
+        "0:1,40:0.25",
+        "--valid-lang-pairs",
+        "en-de,de-en,en-ro,ro-en",
+        "--max-update",
+        "30",
+        "--validate-interval-updates",
+        "30",
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--save-dir",
+        save,
+        "--log-interval",
+        "1",
+    )
     return save, proc.stdout + proc.stderr
 
 
@@ -43,10 +84,26 @@ def test_init_copies_the_lm_into_encoder_and_decoder_except_cross_attention(pret
     task.cfg.pretrained_xlm_checkpoint = str(pretrained)
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.create({"_name": "xlm_tiny", "encoder_embed_dim": 64, "encoder_layers": 2, "encoder_attention_heads": 4,
-                            "encoder_ffn_embed_dim": 256, "decoder_embed_dim": 64, "decoder_layers": 2, "decoder_attention_heads": 4,
-                            "decoder_ffn_embed_dim": 256, "dropout": 0.1, "attention_dropout": 0.1, "max_positions": 512,
-                            "sinusoidal_embeddings": False, "no_lang_emb": False, "langs": "en,de,ro", "share_all_embeddings": False})
+    cfg = OmegaConf.create(
+        {
+            "_name": "xlm_tiny",
+            "encoder_embed_dim": 64,
+            "encoder_layers": 2,
+            "encoder_attention_heads": 4,
+            "encoder_ffn_embed_dim": 256,
+            "decoder_embed_dim": 64,
+            "decoder_layers": 2,
+            "decoder_attention_heads": 4,
+            "decoder_ffn_embed_dim": 256,
+            "dropout": 0.1,
+            "attention_dropout": 0.1,
+            "max_positions": 512,
+            "sinusoidal_embeddings": False,
+            "no_lang_emb": False,
+            "langs": "en,de,ro",
+            "share_all_embeddings": False,
+        }
+    )
     model = task.build_model(cfg)
     assert isinstance(model, XLMModel)
     lm = torch.load(pretrained)["model"]
@@ -66,9 +123,38 @@ def test_vocabulary_mismatch_fails_clearly(pretrained, tmp_path):
     raw = tmp_path / "raw.en"
     raw.write_text("".join(f"sentence number {i} with some words\n" for i in range(300)), encoding="utf-8")
     other = tmp_path / "other-bin"
-    run([sys.executable, "-m", "preprocess.prepare", other, "--langs", "en", "--mono", f"train:en={raw}", "--vocab-size", "60", "--quiet"])
-    proc = fairseq("train", other, *UNMT_ARGS, "--langs", "en", "--ae-steps", "en", "--max-update", "1", "--disable-validation",
-                   "--pretrained-xlm-checkpoint", pretrained, "--save-dir", tmp_path / "c", ok=False)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "preprocess.prepare",
+            other,
+            "--langs",
+            "en",
+            "--mono",
+            f"train:en={raw}",
+            "--vocab-size",
+            "60",
+            "--quiet",
+        ]
+    )
+    proc = fairseq(
+        "train",
+        other,
+        *UNMT_ARGS,
+        "--langs",
+        "en",
+        "--ae-steps",
+        "en",
+        "--max-update",
+        "1",
+        "--disable-validation",
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--save-dir",
+        tmp_path / "c",
+        ok=False,
+    )
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-2000:]
     assert "vocabulary" in errors[0] and str(pretrained) in errors[0]
@@ -94,9 +180,28 @@ def test_resume_continues_the_schedule(unmt, pretrained, data_bin, tmp_path):
 
     save = tmp_path / "resume"
     shutil.copytree(unmt[0], save)
-    proc = fairseq("train", data_bin, *UNMT_ARGS, "--langs", "en,de,ro", "--ae-steps", "en,de,ro",
-                   "--bt-steps", "en-de-en,de-en-de,en-ro-en,ro-en-ro", "--lambda-ae", "0:1,40:0.25", "--disable-validation",
-                   "--max-update", "33", "--pretrained-xlm-checkpoint", pretrained, "--save-dir", save, "--log-interval", "1")
+    proc = fairseq(
+        "train",
+        data_bin,
+        *UNMT_ARGS,
+        "--langs",
+        "en,de,ro",
+        "--ae-steps",
+        "en,de,ro",
+        "--bt-steps",
+        "en-de-en,de-en-de,en-ro-en,ro-en-ro",
+        "--lambda-ae",
+        "0:1,40:0.25",
+        "--disable-validation",
+        "--max-update",
+        "33",
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--save-dir",
+        save,
+        "--log-interval",
+        "1",
+    )
     inner = json_logs(proc.stdout + proc.stderr, "train_inner")
     assert [int(r["num_updates"]) for r in inner] == [31, 32, 33]
     # trainer passes update_num = num_updates - 1 for the update being made
@@ -104,8 +209,26 @@ def test_resume_continues_the_schedule(unmt, pretrained, data_bin, tmp_path):
 
 
 def _generate(data_bin, ckpt, src, tgt, *extra):
-    proc = fairseq("generate", data_bin, "--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm", "-s", src, "-t", tgt,
-                   "--gen-subset", "test", "--path", ckpt, "--max-tokens", "4000", "--cpu", *extra)
+    proc = fairseq(
+        "generate",
+        data_bin,
+        "--user-dir",
+        ROOT / "xlm_fairseq",
+        "--task",
+        "translation_lm",
+        "-s",
+        src,
+        "-t",
+        tgt,
+        "--gen-subset",
+        "test",
+        "--path",
+        ckpt,
+        "--max-tokens",
+        "4000",
+        "--cpu",
+        *extra,
+    )
     hyps = {}
     for line in proc.stdout.splitlines():
         if line.startswith("H-"):
@@ -116,7 +239,9 @@ def _generate(data_bin, ckpt, src, tgt, *extra):
 
 @pytest.mark.parametrize("src,tgt", [("de", "en"), ("en", "de"), ("en", "ro"), ("ro", "en")])
 def test_generate_every_direction_and_score(unmt, data_bin, src, tgt):
-    hyps, out = _generate(data_bin, unmt[0] / "checkpoint_last.pt", src, tgt, "--beam", "5", "--remove-bpe", "sentencepiece")
+    hyps, out = _generate(
+        data_bin, unmt[0] / "checkpoint_last.pt", src, tgt, "--beam", "5", "--remove-bpe", "sentencepiece"
+    )
     assert len(hyps) == 60
     m = re.search(r"BLEU4? = ([0-9.]+)", out)
     assert m, out[-500:]
@@ -138,7 +263,9 @@ def test_back_translation_is_greedy_generation_in_the_other_language(unmt, data_
     model.train()
     model.zero_grad()
     modes = []
-    handle = model.encoder.transformer.register_forward_pre_hook(lambda m, a: modes.append((m.training, torch.is_grad_enabled())))
+    handle = model.encoder.transformer.register_forward_pre_hook(
+        lambda m, a: modes.append((m.training, torch.is_grad_enabled()))
+    )
     out = task.back_translate(model, batch, src_lang_id=task.lang2id["en"], mid_lang_id=task.lang2id["de"])
     handle.remove()
     assert modes and all(mode == (False, False) for mode in modes), "generation runs in eval mode without gradient"
@@ -151,16 +278,33 @@ def test_back_translation_is_greedy_generation_in_the_other_language(unmt, data_
     from fairseq.sequence_generator import SequenceGenerator
 
     model.eval()
-    reference = SequenceGenerator([model], task.dictionary, beam_size=1, max_len_a=1.3, max_len_b=5).generate([model], batch)
+    reference = SequenceGenerator([model], task.dictionary, beam_size=1, max_len_a=1.3, max_len_b=5).generate(
+        [model], batch
+    )
     model.train()
     expected = {int(sid): h[0]["tokens"].tolist() for sid, h in zip(batch["id"], reference)}
     pad = task.dictionary.pad()
-    got = {int(sid): [t for t in row.tolist() if t != pad][1:] for sid, row in zip(out["id"], out["net_input"]["src_tokens"])}
+    got = {
+        int(sid): [t for t in row.tolist() if t != pad][1:]
+        for sid, row in zip(out["id"], out["net_input"]["src_tokens"])
+    }
     assert got == expected  # (this barely trained model runs to the length limit; test_model.py covers early ends)
     # the generated sentences are exactly what fairseq-generate --beam 1 produces with the same limits
     # (the length limit depends on the longest source of a batch, so compare one sentence per batch)
-    hyps, _ = _generate(data_bin, unmt[0] / "checkpoint_last.pt", "en", "de", "--beam", "1", "--max-len-a", "1.3",
-                        "--max-len-b", "5", "--batch-size", "1")
+    hyps, _ = _generate(
+        data_bin,
+        unmt[0] / "checkpoint_last.pt",
+        "en",
+        "de",
+        "--beam",
+        "1",
+        "--max-len-a",
+        "1.3",
+        "--max-len-b",
+        "5",
+        "--batch-size",
+        "1",
+    )
     pad, eos = task.dictionary.pad(), task.dictionary.eos()
     for i in range(12):
         single = task.back_translate(model, ds.collater([ds[i]]), task.lang2id["en"], task.lang2id["de"])
@@ -174,9 +318,28 @@ def test_back_translation_is_greedy_generation_in_the_other_language(unmt, data_
 
 
 def test_zero_weight_objective_costs_nothing(pretrained, data_bin, tmp_path):
-    proc = fairseq("train", data_bin, *UNMT_ARGS, "--langs", "en,de,ro", "--ae-steps", "en,de", "--bt-steps", "en-de-en",
-                   "--lambda-bt", "0", "--max-update", "3", "--disable-validation", "--pretrained-xlm-checkpoint", pretrained,
-                   "--save-dir", tmp_path / "c", "--log-interval", "1")
+    proc = fairseq(
+        "train",
+        data_bin,
+        *UNMT_ARGS,
+        "--langs",
+        "en,de,ro",
+        "--ae-steps",
+        "en,de",
+        "--bt-steps",
+        "en-de-en",
+        "--lambda-bt",
+        "0",
+        "--max-update",
+        "3",
+        "--disable-validation",
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--save-dir",
+        tmp_path / "c",
+        "--log-interval",
+        "1",
+    )
     inner = json_logs(proc.stdout + proc.stderr, "train_inner")
     assert "ae_en_loss" in inner[-1] and "bt_en-de-en_loss" not in inner[-1]
 
@@ -189,12 +352,37 @@ def test_interactive_translates_raw_text(unmt, data_bin):
 
     lines = ["Legen Sie eine bestimmte Druckreihenfolge der Seiten fest.", "Klicken Sie auf Drucken."]
     proc = subprocess.run(
-        [str(BIN / "fairseq-interactive"), str(data_bin), "--user-dir", str(ROOT / "xlm_fairseq"), "--task", "translation_lm",
-         "-s", "de", "-t", "en", "--path", str(unmt[0] / "checkpoint_last.pt"), "--beam", "2", "--cpu",
-         "--tokenizer", "moses", "--moses-no-escape", "--bpe", "sentencepiece", "--sentencepiece-model", str(data_bin / "spm.model")],
-        input="\n".join(lines) + "\n", capture_output=True, text=True, cwd=ROOT)
+        [
+            str(BIN / "fairseq-interactive"),
+            str(data_bin),
+            "--user-dir",
+            str(ROOT / "xlm_fairseq"),
+            "--task",
+            "translation_lm",
+            "-s",
+            "de",
+            "-t",
+            "en",
+            "--path",
+            str(unmt[0] / "checkpoint_last.pt"),
+            "--beam",
+            "2",
+            "--cpu",
+            "--tokenizer",
+            "moses",
+            "--moses-no-escape",
+            "--bpe",
+            "sentencepiece",
+            "--sentencepiece-model",
+            str(data_bin / "spm.model"),
+        ],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    sources = [l.split("\t")[1] for l in proc.stdout.splitlines() if l.startswith("S-")]
-    detok = [l.split("\t")[2] for l in proc.stdout.splitlines() if l.startswith("D-")]
+    sources = [line.split("\t")[1] for line in proc.stdout.splitlines() if line.startswith("S-")]
+    detok = [line.split("\t")[2] for line in proc.stdout.splitlines() if line.startswith("D-")]
     assert len(detok) == 2 and sources[0].startswith("▁Le") and "▁Sie" in sources[0]
     assert all("▁" not in d for d in detok)

@@ -112,8 +112,15 @@ def make_hf_dir(path, use_lang_emb=True, sinusoidal=False, seed=0):
     with open(os.path.join(path, "merges.txt"), "w", encoding="utf-8") as f:
         f.write("".join(f"{a} {b} {c}\n" for a, b, c in merges))
     with open(os.path.join(path, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-        json.dump({"tokenizer_class": "XLMTokenizer", "do_lowercase_and_remove_accent": True,
-                   "lang2id": LANG2ID, "id2lang": {str(i): l for l, i in LANG2ID.items()}}, f)
+        json.dump(
+            {
+                "tokenizer_class": "XLMTokenizer",
+                "do_lowercase_and_remove_accent": True,
+                "lang2id": LANG2ID,
+                "id2lang": {str(i): lang for lang, i in LANG2ID.items()},
+            },
+            f,
+        )
     return model
 
 
@@ -129,7 +136,7 @@ def write_xlm_pth(path, hf_model, hf_dir, module_prefix=True):
     for k, v in hf_model.state_dict().items():
         if k.endswith("position_ids"):
             continue
-        k = k[len("transformer."):] if k.startswith("transformer.") else k
+        k = k[len("transformer.") :] if k.startswith("transformer.") else k
         state[("module." if module_prefix else "") + k] = v.clone()
     params = {
         "emb_dim": np.int64(cfg.emb_dim),  # numpy scalars, as in real XLM checkpoints
@@ -150,8 +157,10 @@ def write_xlm_pth(path, hf_model, hf_dir, module_prefix=True):
         "word_mask_keep_rand": np.array([0.8, 0.1, 0.1]),
         "lambda_mlm": "1",
     }
-    torch.save({"model": state, "params": params, "dico_id2word": id2word, "dico_word2id": word2id,
-                "dico_counts": counts}, path)
+    torch.save(
+        {"model": state, "params": params, "dico_id2word": id2word, "dico_word2id": word2id, "dico_counts": counts},
+        path,
+    )
 
 
 def batch():
@@ -254,10 +263,13 @@ def test_hf_equivalence(hf_case):
     d_hub = max_delta(our_logits_hf_order(hub.model, tokens, langs), ref, tokens)
 
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [os.path.join(hf_case["out"], "model.pt")], arg_overrides={"data": hf_case["out"]})
+        [os.path.join(hf_case["out"], "model.pt")], arg_overrides={"data": hf_case["out"]}
+    )
     d_ens = max_delta(our_logits_hf_order(models[0], tokens, langs), ref, tokens)
-    print(f"\nHF -> fairseq ({'lang emb' if hf_case['use_lang_emb'] else 'no lang emb, sinusoidal'}): "
-          f"max |delta| logits = {d_hub:.2e} (from_pretrained), {d_ens:.2e} (load_model_ensemble_and_task)")
+    print(
+        f"\nHF -> fairseq ({'lang emb' if hf_case['use_lang_emb'] else 'no lang emb, sinusoidal'}): "
+        f"max |delta| logits = {d_hub:.2e} (from_pretrained), {d_ens:.2e} (load_model_ensemble_and_task)"
+    )
     assert d_hub <= TOL and d_ens <= TOL
     assert task.langs == ["en", "de"] and len(task.source_dictionary) == VOCAB_SIZE[0]
     # language embeddings matter exactly when the source has them
@@ -276,7 +288,10 @@ def test_xlm_pth_equivalence(hf_case):
     ref = hf_logits(hf_case["model"], tokens, langs)
     hub = XLMModel.from_pretrained(out)
     d = max_delta(our_logits_hf_order(hub.model, tokens, langs), ref, tokens)
-    print(f"\nXLM .pth -> fairseq ({'lang emb' if hf_case['use_lang_emb'] else 'no lang emb, sinusoidal'}): max |delta| logits = {d:.2e}")
+    print(
+        f"\nXLM .pth -> fairseq ({'lang emb' if hf_case['use_lang_emb'] else 'no lang emb, sinusoidal'}): "
+        f"max |delta| logits = {d:.2e}"
+    )
     assert d <= TOL
     # same dictionary words as the HF route; counts come from dico_counts
     words = lambda p: [line.split()[0] for line in open(os.path.join(p, "dict.txt"))]  # noqa: E731
@@ -302,12 +317,17 @@ def test_export_hf_roundtrip(hf_case, tmp_path):
     tokens, langs = batch()
     ref = hf_logits(hf_case["model"], tokens, langs)
     d = max_delta(hf_logits(back, tokens, langs), ref, tokens)
-    print(f"\nfairseq -> HF round trip ({'lang emb' if hf_case['use_lang_emb'] else 'no lang emb, sinusoidal'}): max |delta| logits = {d:.2e}")
+    print(
+        f"\nfairseq -> HF round trip ({'lang emb' if hf_case['use_lang_emb'] else 'no lang emb, sinusoidal'}): "
+        f"max |delta| logits = {d:.2e}"
+    )
     assert d <= TOL
     assert back.config.use_lang_emb is hf_case["use_lang_emb"] and back.config.n_langs == 2
     assert back.config.sinusoidal_embeddings is (not hf_case["use_lang_emb"])
     assert back.config.lang2id == LANG2ID and back.config.max_position_embeddings == 48
-    assert json.load(open(os.path.join(hf_out, "vocab.json"))) == json.load(open(os.path.join(hf_case["hf_dir"], "vocab.json")))
+    assert json.load(open(os.path.join(hf_out, "vocab.json"))) == json.load(
+        open(os.path.join(hf_case["hf_dir"], "vocab.json"))
+    )
     text = "The cat sat on the mat, here."
     pieces = XLMTokenizer.from_pretrained(hf_out).tokenize(text, lang="en")
     assert pieces == XLMTokenizer.from_pretrained(hf_case["hf_dir"]).tokenize(text, lang="en")
@@ -321,8 +341,14 @@ def test_export_hf_roundtrip(hf_case, tmp_path):
 
 def _cli(*args):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    return subprocess.run([sys.executable, "-m", "xlm_fairseq.convert", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "xlm_fairseq.convert", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _error_lines(stderr):

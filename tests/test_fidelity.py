@@ -5,7 +5,6 @@ fairseq-train: special symbols never predicted or drawn, XLM's --max_len per sid
 import numpy as np
 import pytest
 import torch
-
 from conftest import PRETRAIN_ARGS, ROOT, fairseq, json_logs
 
 from xlm_fairseq.data import MaskedLMConfig, mask_tokens, stream_dataset
@@ -18,7 +17,16 @@ def _setup(data_bin, task_name, *args):
     import xlm_fairseq  # noqa: F401
 
     parser = options.get_training_parser()
-    argv = [str(data_bin), "--user-dir", str(ROOT / "xlm_fairseq"), "--task", task_name, "--arch", "xlm_tiny", *map(str, args)]
+    argv = [
+        str(data_bin),
+        "--user-dir",
+        str(ROOT / "xlm_fairseq"),
+        "--task",
+        task_name,
+        "--arch",
+        "xlm_tiny",
+        *map(str, args),
+    ]
     cfg = options.parse_args_and_arch(parser, argv)
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
@@ -80,12 +88,26 @@ def test_translation_training_drops_sentences_over_max_len_per_side(data_bin):
     from fairseq import utils
 
     limit = 20
-    task, cfg = _setup(data_bin, "translation_lm", "--langs", "en,de,ro", "--ae-steps", "en", "--bt-steps", "de-en-de",
-                       "--mt-steps", "en-ro", "--max-sentence-len", limit)
+    task, cfg = _setup(
+        data_bin,
+        "translation_lm",
+        "--langs",
+        "en,de,ro",
+        "--ae-steps",
+        "en",
+        "--bt-steps",
+        "de-en-de",
+        "--mt-steps",
+        "en-ro",
+        "--max-sentence-len",
+        limit,
+    )
     task.load_dataset("train")
     zipped = task.dataset("train")
     model_max = 512
-    itr = task.get_batch_iterator(zipped, max_tokens=4000, max_positions=utils.resolve_max_positions(task.max_positions(), model_max))
+    itr = task.get_batch_iterator(
+        zipped, max_tokens=4000, max_positions=utils.resolve_max_positions(task.max_positions(), model_max)
+    )
     seen = {}
     for batch in itr.next_epoch_itr(shuffle=False):
         for key, b in batch.items():
@@ -100,7 +122,9 @@ def test_translation_training_drops_sentences_over_max_len_per_side(data_bin):
         assert seen[key] == set(np.nonzero(keep)[0].tolist()), key
     task.load_dataset("valid")  # en-ro and de-en, 100 sentences each
     valid = task.dataset("valid")
-    itr = task.get_batch_iterator(valid, max_tokens=4000, max_positions=utils.resolve_max_positions(task.max_positions(), model_max))
+    itr = task.get_batch_iterator(
+        valid, max_tokens=4000, max_positions=utils.resolve_max_positions(task.max_positions(), model_max)
+    )
     ids = {}
     for batch in itr.next_epoch_itr(shuffle=False):
         for key, b in batch.items():
@@ -110,8 +134,18 @@ def test_translation_training_drops_sentences_over_max_len_per_side(data_bin):
 
 
 def test_tlm_limits_each_side_not_the_total(data_bin):
-    task, _ = _setup(data_bin, "cross_lingual_lm", "--langs", "en,de,ro", "--mlm-steps", "en-de", "--max-sentence-len", 40,
-                     "--tokens-per-sample", 48)
+    task, _ = _setup(
+        data_bin,
+        "cross_lingual_lm",
+        "--langs",
+        "en,de,ro",
+        "--mlm-steps",
+        "en-de",
+        "--max-sentence-len",
+        40,
+        "--tokens-per-sample",
+        48,
+    )
     task.load_dataset("train")
     tlm = task.dataset("train").datasets["tlm_en-de"].dataset
     src, tgt = np.asarray(tlm.src.sizes) - 1, np.asarray(tlm.tgt.sizes) - 1
@@ -122,9 +156,23 @@ def test_tlm_limits_each_side_not_the_total(data_bin):
 def test_step_per_objective_is_xlms_loop(data_bin, tmp_path):
     """--step-per-objective: each update trains exactly one objective (its own Adam step, clip and LR
     step), walking XLM iterations; the default update trains the whole iteration."""
-    common = [data_bin, *PRETRAIN_ARGS, "--langs", "en,de,ro", "--mlm-steps", "en,de,en-de", "--log-interval", "1",
-              "--clip-norm", "5", "--max-update", "12"]
-    xlm = json_logs(fairseq("train", *common, "--step-per-objective", "--save-dir", tmp_path / "a").stdout, "train_inner")
+    common = [
+        data_bin,
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en,de,ro",
+        "--mlm-steps",
+        "en,de,en-de",
+        "--log-interval",
+        "1",
+        "--clip-norm",
+        "5",
+        "--max-update",
+        "12",
+    ]
+    xlm = json_logs(
+        fairseq("train", *common, "--step-per-objective", "--save-dir", tmp_path / "a").stdout, "train_inner"
+    )
     summed = json_logs(fairseq("train", *common, "--save-dir", tmp_path / "b").stdout, "train_inner")
     keys = ("mlm_en", "mlm_de", "tlm_en-de")
 
@@ -143,8 +191,19 @@ def test_step_per_objective_is_xlms_loop(data_bin, tmp_path):
 def test_translation_iterations_skip_zero_weight_objectives(data_bin):
     """XLM iteration = AE, MT, BT objectives once each; lambda schedules count iterations. With
     --step-per-objective an objective of weight 0 gives its slot to the next one with a weight."""
-    task, _ = _setup(data_bin, "translation_lm", "--langs", "en,de", "--ae-steps", "en,de", "--bt-steps", "en-de-en,de-en-de",
-                     "--lambda-ae", "0:1,10:0", "--step-per-objective")
+    task, _ = _setup(
+        data_bin,
+        "translation_lm",
+        "--langs",
+        "en,de",
+        "--ae-steps",
+        "en,de",
+        "--bt-steps",
+        "en-de-en,de-en-de",
+        "--lambda-ae",
+        "0:1,10:0",
+        "--step-per-objective",
+    )
     assert task.iteration_length() == 4
     early = [task.update_objectives(u) for u in range(8)]
     assert [it for _, it in early] == [0] * 4 + [1] * 4

@@ -10,8 +10,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("preprocess", "xlm_fairseq")
 # floor 0: the text pipeline and what it stands on (pure Python); floor 1: preprocess; floor 2: the plugin
-TEXT_PIPELINE = {"preprocess", "preprocess.errors", "preprocess.layout", "preprocess.langs", "preprocess.files",
-                 "preprocess.text", "preprocess.subwords"}
+TEXT_PIPELINE = {
+    "preprocess",
+    "preprocess.errors",
+    "preprocess.layout",
+    "preprocess.langs",
+    "preprocess.files",
+    "preprocess.text",
+    "preprocess.subwords",
+}
 MAX_LINES = 400
 EXEMPT = {"xlm_fairseq/models/xlm.py"}
 
@@ -72,7 +79,7 @@ def test_imports_point_down_and_have_no_circle():
         state[a] = "open"
         for b in edges(a):
             if state.get(b) == "open":
-                cycles.append(" -> ".join(stack[stack.index(b):] + [b]))
+                cycles.append(" -> ".join(stack[stack.index(b) :] + [b]))
             elif b not in state:
                 visit(b, stack + [b])
         state[a] = "done"
@@ -93,23 +100,28 @@ def run_blocked(blocked, code):
                     raise ImportError("blocked by test_house: " + name)
         sys.meta_path.insert(0, Block())
     """)
-    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_text_pipeline_imports_without_torch_and_fairseq(tmp_path):
     codes = tmp_path / "codes"
     codes.write_text("d e</w> 5\nw o 4\nwo r 3\n", encoding="utf-8")
-    proc = run_blocked(["torch", "fairseq", "xlm_fairseq", "numpy"], f"""
+    proc = run_blocked(
+        ["torch", "fairseq", "xlm_fairseq", "numpy"],
+        f"""
         import preprocess
         from preprocess.subwords import XLMBPETokenizer
         from preprocess.text import normalize_line
-        assert normalize_line("„Das ist“ – gut…", "de") == '" Das ist " - gut ...', normalize_line("„Das ist“ – gut…", "de")
+        quoted = normalize_line("„Das ist“ – gut…", "de")
+        assert quoted == '" Das ist " - gut ...', quoted
         assert normalize_line("Şi ţară", "ro", ro_remove_diacritics=True) == "Si tara"
         assert XLMBPETokenizer({str(codes)!r}, lowercase=True).pieces("Word de", "en") == ["wor@@", "d", "de"]
         assert "torch" not in sys.modules and "fairseq" not in sys.modules
         print("ok")
-    """)
+    """,
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
@@ -119,19 +131,29 @@ def test_preprocess_runs_without_the_plugin(tmp_path):
     (tmp_path / "codes").write_text("h e 9\nhe re</w> 8\nt he</w> 7\n", encoding="utf-8")
     specials = "".join(f"<special{i}> 0\n" for i in range(10))
     (tmp_path / "dict.txt").write_text(specials + "here 3\nthe 3\nword 2\nis 2\n", encoding="utf-8")
-    proc = run_blocked(["xlm_fairseq"], f"""
+    proc = run_blocked(
+        ["xlm_fairseq"],
+        f"""
         from preprocess.prepare import main
         sys.exit(main([{str(tmp_path / "bin")!r}, "--langs", "en", "--mono", "train:en={tmp_path / "mono.en"}",
                        "--bpe-codes", {str(tmp_path / "codes")!r}, "--dict", {str(tmp_path / "dict.txt")!r},
                        "--workers", "1", "--quiet"]))
-    """)
+    """,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "bin" / "train.en.bin").stat().st_size > 0
 
 
 def test_no_source_file_over_400_lines_but_the_model():
-    sources = [p for d in (*PACKAGES, "recipes", "bench", "scripts") for p in (REPO / d).rglob("*")
-               if p.suffix in (".py", ".sh") and "data" not in p.relative_to(REPO).parts[:2]]
-    long = {str(p.relative_to(REPO)): n for p in sources
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    sources = [
+        p
+        for d in (*PACKAGES, "recipes", "bench", "scripts")
+        for p in (REPO / d).rglob("*")
+        if p.suffix in (".py", ".sh") and "data" not in p.relative_to(REPO).parts[:2]
+    ]
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in sources
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
     assert set(long) <= EXEMPT, long

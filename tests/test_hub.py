@@ -10,10 +10,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import xlm_fairseq  # noqa: E402,F401
 from test_convert import CORPUS, make_hf_dir  # noqa: E402
-from xlm_fairseq import convert  # noqa: E402
+
+import xlm_fairseq  # noqa: E402,F401
 from preprocess.subwords import XLMBPETokenizer  # noqa: E402
+from xlm_fairseq import convert  # noqa: E402
 from xlm_fairseq.errors import XLMUserError  # noqa: E402
 from xlm_fairseq.hub import XLMHubInterface  # noqa: E402
 from xlm_fairseq.models.xlm import XLMModel  # noqa: E402
@@ -41,9 +42,15 @@ def spm_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("hub_spm")
     lines = [line for lang in ("en", "de") for line in CORPUS[lang]] * 5
     model = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=60,
-                                   model_type="bpe", hard_vocab_limit=False, minloglevel=2,
-                                   character_coverage=1.0)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=60,
+        model_type="bpe",
+        hard_vocab_limit=False,
+        minloglevel=2,
+        character_coverage=1.0,
+    )
     (root / "spm.model").write_bytes(model.getvalue())
     sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
     with open(root / "dict.txt", "w", encoding="utf-8") as f:  # preprocess/'s layout
@@ -55,10 +62,18 @@ def spm_dir(tmp_path_factory):
     cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     cfg_dict["task"]["data"] = "/nonexistent/data-bin"  # where training read its data; moved since
     cfg_dict["task"]["mlm_steps"] = "en,de"
-    torch_persistent_save({"cfg": cfg_dict, "model": lm.state_dict(), "args": None, "extra_state": {},
-                           "optimizer_history": [{"criterion_name": "x", "optimizer_name": "adam",
-                                                  "lr_scheduler_state": {}, "num_updates": 7}]},
-                          str(root / "checkpoint_best.pt"))
+    torch_persistent_save(
+        {
+            "cfg": cfg_dict,
+            "model": lm.state_dict(),
+            "args": None,
+            "extra_state": {},
+            "optimizer_history": [
+                {"criterion_name": "x", "optimizer_name": "adam", "lr_scheduler_state": {}, "num_updates": 7}
+            ],
+        },
+        str(root / "checkpoint_best.pt"),
+    )
     return str(root)
 
 
@@ -188,7 +203,10 @@ def test_spm_checkpoint_exports_to_hf(spm_dir, tmp_path):
 
     hub = XLMModel.from_pretrained(spm_dir, checkpoint_file="checkpoint_best.pt")
     out = convert.export_hf(os.path.join(spm_dir, "checkpoint_best.pt"), str(tmp_path / "hf"))
-    assert os.path.isfile(os.path.join(out, "spm.model")) and "sentencepiece" in open(os.path.join(out, "README.md")).read()
+    assert (
+        os.path.isfile(os.path.join(out, "spm.model"))
+        and "sentencepiece" in open(os.path.join(out, "README.md")).read()
+    )
     hf = XLMWithLMHeadModel.from_pretrained(out).eval()
     assert hf.config.mask_index == 5 and hf.config.lang2id == {"en": 0, "de": 1}
     tokens = hub.encode("der hund ist hier.", "de")
@@ -204,5 +222,9 @@ def test_spm_pipeline_is_preprocess_own(spm_dir):
     from preprocess import normalize_and_tokenize
 
     tok = XLMModel.from_pretrained(spm_dir, checkpoint_file="checkpoint_best.pt").tokenizer
-    for text, lang in (("Hello, “world”… it's 3.5 km!", "en"), ("Şi ţara,\tîn «pace».", "ro"), ("Straße (groß)？", "de")):
+    for text, lang in (
+        ("Hello, “world”… it's 3.5 km!", "en"),
+        ("Şi ţara,\tîn «pace».", "ro"),
+        ("Straße (groß)？", "de"),
+    ):
         assert tok.words(text, lang) == normalize_and_tokenize(text, lang).split()

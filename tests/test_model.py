@@ -11,8 +11,19 @@ from xlm_fairseq.models.xlm import XLMTransformer
 
 def _stack(is_decoder=False, n_langs=3, **kw):
     torch.manual_seed(0)
-    m = XLMTransformer(n_words=50, pad_index=1, n_langs=n_langs, dim=32, n_layers=2, n_heads=4, ffn_dim=64,
-                       dropout=0.0, attention_dropout=0.0, is_decoder=is_decoder, **kw)
+    m = XLMTransformer(
+        n_words=50,
+        pad_index=1,
+        n_langs=n_langs,
+        dim=32,
+        n_layers=2,
+        n_heads=4,
+        ffn_dim=64,
+        dropout=0.0,
+        attention_dropout=0.0,
+        is_decoder=is_decoder,
+        **kw,
+    )
     return m.eval()
 
 
@@ -22,10 +33,12 @@ def test_causal_lm_never_sees_the_future():
     out = m(x, langs=torch.tensor([0, 2]), causal=True)
     for t in range(11):
         y = x.clone()
-        y[:, t + 1:] = torch.randint(4, 50, y[:, t + 1:].shape)
+        y[:, t + 1 :] = torch.randint(4, 50, y[:, t + 1 :].shape)
         out2 = m(y, langs=torch.tensor([0, 2]), causal=True)
         assert torch.allclose(out[:, : t + 1], out2[:, : t + 1], atol=1e-6)
-        assert not torch.allclose(out[:, t + 1:], out2[:, t + 1:], atol=1e-6) or torch.equal(x[:, t + 1:], y[:, t + 1:])
+        assert not torch.allclose(out[:, t + 1 :], out2[:, t + 1 :], atol=1e-6) or torch.equal(
+            x[:, t + 1 :], y[:, t + 1 :]
+        )
     # without the causal mask an early position does see later tokens
     y = x.clone()
     y[:, -1] = (x[:, -1] + 1 - 4) % 46 + 4
@@ -68,18 +81,28 @@ def test_incremental_decoding_matches_full_forward():
     cache = {}
     steps = []
     for t in range(7):
-        steps.append(dec(tgt[:, t:t + 1], langs=torch.tensor([2, 2, 2]), positions=torch.full((3, 1), t), causal=True,
-                         src_enc=src_enc, src_padding_mask=src.eq(1), cache=cache))
+        steps.append(
+            dec(
+                tgt[:, t : t + 1],
+                langs=torch.tensor([2, 2, 2]),
+                positions=torch.full((3, 1), t),
+                causal=True,
+                src_enc=src_enc,
+                src_padding_mask=src.eq(1),
+                cache=cache,
+            )
+        )
     assert torch.allclose(full, torch.cat(steps, dim=1), atol=1e-5)
 
 
 def _attention_by_the_formula(mha, x, key_padding_mask=None, kv=None, causal=False):
     """XLM's attention written out: softmax(q k^T / sqrt(d) + mask) v, the scores materialised."""
+
     def heads(t):
         return t.view(t.size(0), -1, mha.n_heads, mha.head_dim).transpose(1, 2)
 
     src = x if kv is None else kv
-    q, k, v = heads(mha.q_lin(x)) / mha.head_dim ** 0.5, heads(mha.k_lin(src)), heads(mha.v_lin(src))
+    q, k, v = heads(mha.q_lin(x)) / mha.head_dim**0.5, heads(mha.k_lin(src)), heads(mha.v_lin(src))
     scores = q @ k.transpose(2, 3)
     if key_padding_mask is not None:
         scores = scores.masked_fill(key_padding_mask[:, None, None, :], float("-inf"))
@@ -129,7 +152,7 @@ def test_recomputed_attention_dropout_has_autograds_gradients(masked):
     ours_grads = torch.autograd.grad(ours, (q, k, v), grad)
 
     torch.manual_seed(5)  # the same seed for the mask, drawn as the forward draws it
-    seed = int(torch.randint(0, 2 ** 62, (1,)))
+    seed = int(torch.randint(0, 2**62, (1,)))
     scores = q @ k.transpose(2, 3)
     if masked:
         scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
@@ -167,6 +190,7 @@ def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, lengths
     different steps and where the length limit forces </s>."""
     from fairseq.data import Dictionary
     from fairseq.sequence_generator import SequenceGenerator
+
     from xlm_fairseq.models.xlm import XLMDecoder, XLMEncoder, XLMModel
 
     d = Dictionary()
@@ -181,12 +205,22 @@ def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, lengths
     src[:, -1] = d.eos()
     src[::3, 6] = d.eos()
     src[::3, 7:] = d.pad()  # a third are shorter: right padding
-    net_input = {"src_tokens": src, "src_lengths": src.ne(d.pad()).sum(1), "src_langs": torch.zeros(24, dtype=torch.long),
-                 "tgt_langs": torch.full((24,), 2)}
-    hypos = SequenceGenerator([model], d, beam_size=1, max_len_a=1.3, max_len_b=5).generate([model], {"net_input": net_input})
+    net_input = {
+        "src_tokens": src,
+        "src_lengths": src.ne(d.pad()).sum(1),
+        "src_langs": torch.zeros(24, dtype=torch.long),
+        "tgt_langs": torch.full((24,), 2),
+    }
+    hypos = SequenceGenerator([model], d, beam_size=1, max_len_a=1.3, max_len_b=5).generate(
+        [model], {"net_input": net_input}
+    )
     encoder_out = model.encoder(src, src_langs=net_input["src_langs"])
     ours = model.decoder.transformer.generate_greedy(
-        encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0], net_input["tgt_langs"], int(1.3 * 10 + 5), d.eos()
+        encoder_out["encoder_out"][0],
+        encoder_out["encoder_padding_mask"][0],
+        net_input["tgt_langs"],
+        int(1.3 * 10 + 5),
+        d.eos(),
     )
     assert [t.tolist() for t in ours] == [h[0]["tokens"].tolist() for h in hypos]
     assert {len(t) for t in ours} == lengths_seen  # 19: the limit, 18 words + </s>
@@ -217,7 +251,12 @@ def test_arch_dims_and_overrides():
 
     args = argparse.Namespace()
     ARCH_CONFIG_REGISTRY["xlm_1024"](args)
-    assert (args.encoder_embed_dim, args.encoder_layers, args.encoder_attention_heads, args.encoder_ffn_embed_dim) == (1024, 6, 8, 4096)
+    assert (args.encoder_embed_dim, args.encoder_layers, args.encoder_attention_heads, args.encoder_ffn_embed_dim) == (
+        1024,
+        6,
+        8,
+        4096,
+    )
     assert args.decoder_embed_dim == 1024 and args.decoder_layers == 6
     args = argparse.Namespace(encoder_layers=3, encoder_embed_dim=128)
     ARCH_CONFIG_REGISTRY["xlm_tiny"](args)

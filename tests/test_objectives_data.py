@@ -9,9 +9,9 @@ import torch
 from xlm_fairseq.data import MaskedLMConfig, TLMPairDataset, mask_scores_from_counts, mask_tokens
 from xlm_fairseq.data.noise import word_blank, word_dropout, word_shuffle
 from xlm_fairseq.data.streams import LMObjectiveDataset
+from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks.cross_lingual_lm import sampling_probs
 from xlm_fairseq.tasks.translation_lm import lambda_schedule
-from xlm_fairseq.errors import XLMUserError
 
 PAD, EOS, MASK, V = 1, 2, 5, 1000
 IS_WORD = torch.arange(V) >= 6  # ids 0..5: special symbols in these synthetic tests
@@ -75,7 +75,7 @@ def test_sample_alpha_weights_predictions_by_count_power():
 def test_mask_scores_exclude_specials_and_unseen():
     is_word = torch.tensor([True, False, True, True, True])
     scores = mask_scores_from_counts([5, 5, 0, 16, 4], is_word, alpha=0.5)
-    assert scores.tolist() == [5 ** -0.5, 0.0, 0.0, 0.25, 0.5]
+    assert scores.tolist() == [5**-0.5, 0.0, 0.0, 0.25, 0.5]
     assert mask_scores_from_counts([1, 2], is_word[:2], 0) is None
 
 
@@ -118,7 +118,9 @@ def test_tlm_sample_order_positions_and_languages():
 
 def test_clm_batch_predicts_next_token():
     ds = _Seqs([[10, 11, 12, EOS], [13, EOS]])
-    batch = LMObjectiveDataset(ds, "clm", PAD, lang_id=1).collater([{"tokens": ds[i], "langs": None, "positions": None, "id": i} for i in range(2)])
+    batch = LMObjectiveDataset(ds, "clm", PAD, lang_id=1).collater(
+        [{"tokens": ds[i], "langs": None, "positions": None, "id": i} for i in range(2)]
+    )
     assert batch["net_input"]["causal"] is True
     assert batch["net_input"]["pred_mask"].tolist() == [[True, True, True, False], [True, False, False, False]]
     assert batch["target"].tolist() == [11, 12, EOS, EOS]
@@ -154,7 +156,7 @@ def test_language_sampling_is_xlms_shuf_order(alpha):
     # with replacement: some iterations train a language twice and skip another
     assert sum(len(set(p[:3])) < 3 for p in plans) > 1000
     p = np.array([700, 250, 50], dtype=float) / 1000
-    assert np.allclose(list(sampling_probs(mono, 0.5).values()), p ** 0.5 / (p ** 0.5).sum())
+    assert np.allclose(list(sampling_probs(mono, 0.5).values()), p**0.5 / (p**0.5).sum())
 
 
 def test_at_most_five_draws_per_family_and_step_per_objective_walks_the_iteration():
@@ -211,7 +213,7 @@ def test_schedules_parse_and_interpolate():
     assert schedule(50000) == pytest.approx(0.55)
     assert schedule(100000) == pytest.approx(0.1)
     assert schedule(200000) == pytest.approx(0.05)
-    assert schedule(300000) == 0.0 and schedule(10 ** 7) == 0.0
+    assert schedule(300000) == 0.0 and schedule(10**7) == 0.0
     assert lambda_schedule("0.5")(123) == 0.5
     for bad in ["1:1,5:0", "0:1,0:2", "abc", "0:1,x:2", "5:0,0:1"]:
         with pytest.raises(XLMUserError):

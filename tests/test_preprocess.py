@@ -32,7 +32,10 @@ ENRO = SAMPLE / "en-ro"
 def prepare(*args, timeout=300):
     return subprocess.run(
         [sys.executable, "-m", "preprocess.prepare", *map(str, args)],
-        cwd=REPO, capture_output=True, text=True, timeout=timeout,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -73,17 +76,30 @@ def assert_one_error_line(result, *needles):
 # ------------------------------------------------------------------------------------------------
 
 SAMPLE_ARGS = [
-    "--langs", "en,de,ro",
-    "--mono", f"train:en={ENDE / 'mono.en'}",
-    "--mono", f"train:de={ENDE / 'mono.de'}",
-    "--mono", f"train:ro={ENRO / 'mono.ro'}",
-    "--para", f"train:en-de={ENDE / 'train.en-de'}",   # given en-de: stored as de-en
-    "--para", f"valid:de-en={ENDE / 'valid.en-de'}",   # given de-en: stays de-en
-    "--para", f"test:en-de={ENDE / 'test.en-de'}",
-    "--para", f"train:ro-en={ENRO / 'train.en-ro'}",   # given ro-en: stored as en-ro
-    "--para", f"valid:en-ro={ENRO / 'valid.en-ro'}",
-    "--mono", f"valid:ro={ENRO / 'valid.en-ro.ro'}",
-    "--vocab-size", "1000", "--workers", "2",
+    "--langs",
+    "en,de,ro",
+    "--mono",
+    f"train:en={ENDE / 'mono.en'}",
+    "--mono",
+    f"train:de={ENDE / 'mono.de'}",
+    "--mono",
+    f"train:ro={ENRO / 'mono.ro'}",
+    "--para",
+    f"train:en-de={ENDE / 'train.en-de'}",  # given en-de: stored as de-en
+    "--para",
+    f"valid:de-en={ENDE / 'valid.en-de'}",  # given de-en: stays de-en
+    "--para",
+    f"test:en-de={ENDE / 'test.en-de'}",
+    "--para",
+    f"train:ro-en={ENRO / 'train.en-ro'}",  # given ro-en: stored as en-ro
+    "--para",
+    f"valid:en-ro={ENRO / 'valid.en-ro'}",
+    "--mono",
+    f"valid:ro={ENRO / 'valid.en-ro.ro'}",
+    "--vocab-size",
+    "1000",
+    "--workers",
+    "2",
 ]
 
 # dataset in DEST -> the input file it comes from
@@ -121,11 +137,15 @@ def dictionary(sample_bin):
 
 
 def test_sample_corpus_shipped():
-    for name, lines in [("mono.en", 6000), ("mono.de", 6000), ("train.en-de.en", 4000),
-                        ("valid.en-de.de", 300), ("test.en-de.en", 500)]:
+    for name, lines in [
+        ("mono.en", 6000),
+        ("mono.de", 6000),
+        ("train.en-de.en", 4000),
+        ("valid.en-de.de", 300),
+        ("test.en-de.en", 500),
+    ]:
         assert n_lines(ENDE / name) == lines
-    for name, lines in [("mono.ro", 3000), ("train.en-ro.ro", 2000), ("valid.en-ro.en", 200),
-                        ("test.en-ro.ro", 300)]:
+    for name, lines in [("mono.ro", 3000), ("train.en-ro.ro", 2000), ("valid.en-ro.en", 200), ("test.en-ro.ro", 300)]:
         assert n_lines(ENRO / name) == lines
     total = sum(p.stat().st_size for p in SAMPLE.rglob("*") if p.is_file())
     assert total < 4 * 1024 * 1024
@@ -266,7 +286,7 @@ def test_rerun_is_up_to_date(sample_bin):
 
 
 def write_slice(path, source, start, count):
-    lines = source.read_text(encoding="utf-8").splitlines()[start:start + count]
+    lines = source.read_text(encoding="utf-8").splitlines()[start : start + count]
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
 
@@ -284,8 +304,21 @@ def raw(tmp_path):
 
 
 def small_args(raw, mono_en="mono.en", *extra):
-    return ["--langs", "en,de", "--mono", f"train:en={raw / mono_en}", "--mono", f"train:de={raw / 'mono.de'}",
-            "--para", f"train:en-de={raw / 'train'}", "--vocab-size", "300", "--workers", "1", *extra]
+    return [
+        "--langs",
+        "en,de",
+        "--mono",
+        f"train:en={raw / mono_en}",
+        "--mono",
+        f"train:de={raw / 'mono.de'}",
+        "--para",
+        f"train:en-de={raw / 'train'}",
+        "--vocab-size",
+        "300",
+        "--workers",
+        "1",
+        *extra,
+    ]
 
 
 def test_different_inputs_refused_then_force_replaces(tmp_path, raw):
@@ -351,9 +384,23 @@ def test_reuse_vocabulary_and_workers_do_not_change_output(tmp_path, raw):
     reused.mkdir()
     write_slice(raw / "test.en", ENDE / "test.en-de.en", 0, 50)
     write_slice(raw / "test.de", ENDE / "test.en-de.de", 0, 50)
-    result = prepare(reused, "--langs", "en,de", "--mono", f"train:en={raw / 'other.en'}",
-                     "--mono", f"train:de={raw / 'mono.de'}", "--para", f"test:de-en={raw / 'test'}",
-                     "--spm-model", first / "spm.model", "--dict", first / "dict.txt", "--workers", "1")
+    result = prepare(
+        reused,
+        "--langs",
+        "en,de",
+        "--mono",
+        f"train:en={raw / 'other.en'}",
+        "--mono",
+        f"train:de={raw / 'mono.de'}",
+        "--para",
+        f"test:de-en={raw / 'test'}",
+        "--spm-model",
+        first / "spm.model",
+        "--dict",
+        first / "dict.txt",
+        "--workers",
+        "1",
+    )
     assert result.returncode == 0, result.stderr
     assert (reused / "dict.txt").read_bytes() == (first / "dict.txt").read_bytes()
     assert (reused / "spm.model").read_bytes() == (first / "spm.model").read_bytes()
@@ -385,8 +432,10 @@ def write_bpe_vocabulary(directory):
     codes = directory / "codes"
     codes.write_text(TINY_CODES, encoding="utf-8")
     dictionary = directory / "xlm_dict.txt"
-    dictionary.write_text("".join(f"{s} 0\n" for s in SPECIAL_SYMBOLS) +
-                          "".join(f"{p} {100 - i}\n" for i, p in enumerate(TINY_PIECES)), encoding="utf-8")
+    dictionary.write_text(
+        "".join(f"{s} 0\n" for s in SPECIAL_SYMBOLS) + "".join(f"{p} {100 - i}\n" for i, p in enumerate(TINY_PIECES)),
+        encoding="utf-8",
+    )
     return codes, dictionary
 
 
@@ -404,8 +453,18 @@ def test_bpe_codes(tmp_path):
     codes, dictionary = write_bpe_vocabulary(raw)
     (raw / "mono.en").write_text("The thing is other.\n\nÖo\n", encoding="utf-8")
     (raw / "mono.de").write_text("the\n", encoding="utf-8")
-    args = ["--langs", "en,de", "--mono", f"train:en={raw / 'mono.en'}", "--mono", f"train:de={raw / 'mono.de'}",
-            "--bpe-codes", codes, "--dict", dictionary]
+    args = [
+        "--langs",
+        "en,de",
+        "--mono",
+        f"train:en={raw / 'mono.en'}",
+        "--mono",
+        f"train:de={raw / 'mono.de'}",
+        "--bpe-codes",
+        codes,
+        "--dict",
+        dictionary,
+    ]
     dest = tmp_path / "bin"
     result = prepare(dest, *args, "--workers", "2", "--quiet")
     assert result.returncode == 0, result.stderr
@@ -466,8 +525,11 @@ def bad_case(raw, case):
         return base + ["--para", f"train:en-de={raw / 'bad'}"], [raw / "bad.en", raw / "bad.de", "120", "119"]
     if case == "invalid_utf8":
         (raw / "bad.de").write_bytes(b"Erste Zeile.\nZweite Zeile.\nDritte \xff Zeile.\n")
-        return ["--langs", "en,de", "--mono", f"train:en={mono_en}", "--mono", f"train:de={raw / 'bad.de'}"], \
-            [raw / "bad.de", "line 3", "--utf8-errors replace"]
+        return ["--langs", "en,de", "--mono", f"train:en={mono_en}", "--mono", f"train:de={raw / 'bad.de'}"], [
+            raw / "bad.de",
+            "line 3",
+            "--utf8-errors replace",
+        ]
     if case == "empty_file":
         (raw / "empty.de").write_bytes(b"")
         return base + ["--mono", f"valid:de={raw / 'empty.de'}"], [raw / "empty.de", "empty"]
@@ -477,13 +539,23 @@ def bad_case(raw, case):
     if case == "missing_file":
         return base + ["--mono", f"valid:en={raw / 'nope.en'}"], [raw / "nope.en", "not found"]
     if case == "missing_para_side":
-        return base + ["--para", f"valid:en-de={raw / 'train'}", "--para", f"test:en-de={raw / 'nothere'}"], \
-            [raw / "nothere.en", "--para"]
+        return base + ["--para", f"valid:en-de={raw / 'train'}", "--para", f"test:en-de={raw / 'nothere'}"], [
+            raw / "nothere.en",
+            "--para",
+        ]
     if case == "lang_not_in_langs":
         return base + ["--para", f"train:en-fr={raw / 'train'}"], ["'fr'", "--langs", "--para"]
     if case == "lang_without_train_data":
-        return ["--langs", "en,de,ro", "--mono", f"train:en={mono_en}", "--mono", f"train:de={mono_de}",
-                "--mono", f"valid:ro={mono_en}"], ["'ro'", "--langs", "train"]
+        return [
+            "--langs",
+            "en,de,ro",
+            "--mono",
+            f"train:en={mono_en}",
+            "--mono",
+            f"train:de={mono_de}",
+            "--mono",
+            f"valid:ro={mono_en}",
+        ], ["'ro'", "--langs", "train"]
     if case == "bad_mono_spec":
         return base + ["--mono", "train-en=x.en"], ["--mono", "train-en=x.en"]
     if case == "bad_para_spec":
@@ -499,16 +571,22 @@ def bad_case(raw, case):
     if case == "bad_spm_model":
         (raw / "junk.model").write_bytes(b"not a sentencepiece model")
         (raw / "dict.txt").write_text("".join(f"{s} 0\n" for s in SPECIAL_SYMBOLS) + "a 1\n")
-        return base + ["--spm-model", raw / "junk.model", "--dict", raw / "dict.txt"], \
-            [raw / "junk.model", "--spm-model"]
+        return base + ["--spm-model", raw / "junk.model", "--dict", raw / "dict.txt"], [
+            raw / "junk.model",
+            "--spm-model",
+        ]
     if case == "dict_without_specials":
         import sentencepiece as spm
 
-        spm.SentencePieceTrainer.train(input=str(mono_en), model_prefix=str(raw / "m"), vocab_size=200,
-                                       model_type="bpe", minloglevel=2)
+        spm.SentencePieceTrainer.train(
+            input=str(mono_en), model_prefix=str(raw / "m"), vocab_size=200, model_type="bpe", minloglevel=2
+        )
         (raw / "dict.txt").write_text("a 1\nb 2\n")
-        return base + ["--spm-model", raw / "m.model", "--dict", raw / "dict.txt"], \
-            [raw / "dict.txt", "--dict", "<special0>"]
+        return base + ["--spm-model", raw / "m.model", "--dict", raw / "dict.txt"], [
+            raw / "dict.txt",
+            "--dict",
+            "<special0>",
+        ]
     if case == "bad_workers":
         return base + ["--workers", "zero"], ["--workers", "zero"]
     if case in ("bpe_without_dict", "bpe_with_spm_model", "bpe_with_vocab_size", "bad_bpe_codes"):
@@ -516,11 +594,15 @@ def bad_case(raw, case):
         if case == "bpe_without_dict":
             return base + ["--bpe-codes", codes], ["--bpe-codes", "--dict"]
         if case == "bpe_with_spm_model":
-            return base + ["--bpe-codes", codes, "--dict", dictionary, "--spm-model", codes], \
-                ["--bpe-codes", "--spm-model"]
+            return base + ["--bpe-codes", codes, "--dict", dictionary, "--spm-model", codes], [
+                "--bpe-codes",
+                "--spm-model",
+            ]
         if case == "bpe_with_vocab_size":
-            return base + ["--bpe-codes", codes, "--dict", dictionary, "--vocab-size", "100"], \
-                ["--bpe-codes", "--vocab-size"]
+            return base + ["--bpe-codes", codes, "--dict", dictionary, "--vocab-size", "100"], [
+                "--bpe-codes",
+                "--vocab-size",
+            ]
         codes.write_text("t h 100\nthis line is not a merge\n", encoding="utf-8")
         return base + ["--bpe-codes", codes, "--dict", dictionary], [codes, "line 2", "a b [count]"]
     if case == "lowercase_without_bpe":
@@ -529,10 +611,28 @@ def bad_case(raw, case):
 
 
 BAD_CASES = [
-    "length_mismatch", "invalid_utf8", "empty_file", "blank_file", "missing_file", "missing_para_side",
-    "lang_not_in_langs", "lang_without_train_data", "bad_mono_spec", "bad_para_spec", "same_lang_pair",
-    "bad_langs", "given_twice", "spm_without_dict", "bad_spm_model", "dict_without_specials", "bad_workers",
-    "bpe_without_dict", "bpe_with_spm_model", "bpe_with_vocab_size", "bad_bpe_codes", "lowercase_without_bpe",
+    "length_mismatch",
+    "invalid_utf8",
+    "empty_file",
+    "blank_file",
+    "missing_file",
+    "missing_para_side",
+    "lang_not_in_langs",
+    "lang_without_train_data",
+    "bad_mono_spec",
+    "bad_para_spec",
+    "same_lang_pair",
+    "bad_langs",
+    "given_twice",
+    "spm_without_dict",
+    "bad_spm_model",
+    "dict_without_specials",
+    "bad_workers",
+    "bpe_without_dict",
+    "bpe_with_spm_model",
+    "bpe_with_vocab_size",
+    "bad_bpe_codes",
+    "lowercase_without_bpe",
 ]
 
 
@@ -554,9 +654,21 @@ def test_missing_dest_argument():
 def test_help():
     result = prepare("--help")
     assert result.returncode == 0
-    for option in ("--mono", "--para", "--vocab-size", "--spm-model", "--dict", "--spm-sentences-per-lang",
-                   "--ro-remove-diacritics", "--workers", "--force", "--quiet", "--utf8-errors", "--bpe-codes",
-                   "--lowercase-and-remove-accent"):
+    for option in (
+        "--mono",
+        "--para",
+        "--vocab-size",
+        "--spm-model",
+        "--dict",
+        "--spm-sentences-per-lang",
+        "--ro-remove-diacritics",
+        "--workers",
+        "--force",
+        "--quiet",
+        "--utf8-errors",
+        "--bpe-codes",
+        "--lowercase-and-remove-accent",
+    ):
         assert option in result.stdout
 
 
@@ -573,15 +685,18 @@ def test_romanian_normalisation():
 
 
 def test_romanian_diacritics_removal():
-    assert remove_romanian_diacritics("Știința și țara îşi află în ţări străine ÎNSĂ ÂŞA") == \
-        "Stiinta si tara isi afla in tari straine INSA ASA"
+    assert (
+        remove_romanian_diacritics("Știința și țara îşi află în ţări străine ÎNSĂ ÂŞA")
+        == "Stiinta si tara isi afla in tari straine INSA ASA"
+    )
 
 
 def test_romanian_in_pipeline():
     line = "Aceşti paşi ţin de configuraţia sistemului."
     assert normalize_and_tokenize(line, "ro") == "Acești pași țin de configurația sistemului ."
-    assert normalize_and_tokenize(line, "ro", ro_remove_diacritics=True) == \
-        "Acesti pasi tin de configuratia sistemului ."
+    assert (
+        normalize_and_tokenize(line, "ro", ro_remove_diacritics=True) == "Acesti pasi tin de configuratia sistemului ."
+    )
     # other languages keep their letters
     assert normalize_and_tokenize("Straße in Kayseri: ş ţ", "de") == "Straße in Kayseri : ş ţ"
 
@@ -593,18 +708,22 @@ def test_non_printing_characters():
 
 
 def test_normalize_and_tokenize():
-    assert normalize_and_tokenize("Hello, world! It's (really) fine.", "en") == \
-        "Hello , world ! It 's ( really ) fine ."
+    assert (
+        normalize_and_tokenize("Hello, world! It's (really) fine.", "en") == "Hello , world ! It 's ( really ) fine ."
+    )
     # Moses punctuation normalisation: German quotes become ASCII quotes, no escaping of & < >
     assert normalize_and_tokenize("„Öffnen“ & <Datei>", "de") == '" Öffnen " & < Datei >'
     assert normalize_and_tokenize(["One.", "", "Two!"], "en") == ["One .", "", "Two !"]
 
 
-@pytest.mark.parametrize("lang,sentence", [
-    ("en", "Click on the right mouse button to make the file manager's context menu appear."),
-    ("de", "Wählen Sie „Extras - Optionen“, um die Einstellungen (z. B. 3,5 cm) zu ändern."),
-    ("ro", "Apăsați pe butonul „+” pentru a lista fragmentele de text existente."),
-])
+@pytest.mark.parametrize(
+    "lang,sentence",
+    [
+        ("en", "Click on the right mouse button to make the file manager's context menu appear."),
+        ("de", "Wählen Sie „Extras - Optionen“, um die Einstellungen (z. B. 3,5 cm) zu ändern."),
+        ("ro", "Apăsați pe butonul „+” pentru a lista fragmentele de text existente."),
+    ],
+)
 def test_tokenize_detokenize_round_trip(lang, sentence):
     tokens = normalize_and_tokenize(sentence, lang)
     assert tokens != sentence and len(tokens.split()) > len(sentence.split())

@@ -11,7 +11,9 @@ from conftest import ROOT
 
 def _run(args, **kw):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", PYTHON=sys.executable)
-    return subprocess.run(["bash", ROOT / "recipes" / "quickstart.sh", *args], capture_output=True, text=True, env=env, cwd=ROOT, **kw)
+    return subprocess.run(
+        ["bash", ROOT / "recipes" / "quickstart.sh", *args], capture_output=True, text=True, env=env, cwd=ROOT, **kw
+    )
 
 
 def test_quickstart_tiny_end_to_end(tmp_path):
@@ -20,7 +22,7 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "cannot show" in proc.stdout and "recipes/ablation.sh" in proc.stdout  # says what a short run means
     for direction in ("de-en", "en-de"):
-        line = [l for l in proc.stdout.splitlines() if l.startswith(direction)]
+        line = [row for row in proc.stdout.splitlines() if row.startswith(direction)]
         assert line and re.search(r"BLEU\|nrefs:1\|.* = [0-9.]+", line[0]), proc.stdout[-1500:]
         hyps = (work / "out" / f"hyp.{direction}.txt").read_text(encoding="utf-8").splitlines()
         assert len(hyps) == 100
@@ -32,8 +34,13 @@ def test_quickstart_tiny_end_to_end(tmp_path):
 
 def test_quickstart_refuses_without_install(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    proc = subprocess.run(["bash", ROOT / "recipes" / "quickstart.sh", "--tiny", "--work-dir", str(tmp_path / "q")],
-                          capture_output=True, text=True, env=env, cwd=ROOT)
+    proc = subprocess.run(
+        ["bash", ROOT / "recipes" / "quickstart.sh", "--tiny", "--work-dir", str(tmp_path / "q")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     assert proc.returncode != 0
     assert "scripts/setup.sh" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "q").exists()

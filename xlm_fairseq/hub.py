@@ -29,9 +29,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
-from torch import Tensor
-
 from fairseq import hub_utils
+from torch import Tensor
 
 from preprocess import layout
 from preprocess.errors import UserError
@@ -105,7 +104,9 @@ class XLMHubInterface(nn.Module):
         if len(models) != 1:
             raise XLMUserError(f"{checkpoint_file}: give one checkpoint, not an ensemble")
         if getattr(models[0], "decoder", None) is not None:
-            raise XLMUserError(f"{checkpoint_file}: a translation model; XLMHubInterface serves cross_lingual_lm models")
+            raise XLMUserError(
+                f"{checkpoint_file}: a translation model; XLMHubInterface serves cross_lingual_lm models"
+            )
         return cls(x["args"], x["task"], models[0], model_dir=path)
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -117,9 +118,12 @@ class XLMHubInterface(nn.Module):
     @property
     def tokenizer(self):
         if self._tokenizer is None:
-            raise XLMUserError(self._tokenizer_error or f"no text pipeline: none of {layout.SPM_MODEL_FILE}, "
-                               f"{layout.BPE_CODES_FILE} in "
-                           f"{', '.join(d for d in self._tokenizer_dirs if d)}")
+            raise XLMUserError(
+                self._tokenizer_error
+                or f"no text pipeline: none of {layout.SPM_MODEL_FILE}, "
+                f"{layout.BPE_CODES_FILE} in "
+                f"{', '.join(d for d in self._tokenizer_dirs if d)}"
+            )
         return self._tokenizer
 
     def _check_lang(self, lang: str) -> int:
@@ -166,7 +170,9 @@ class XLMHubInterface(nn.Module):
             raise XLMUserError(f"{tokens.size(1)} tokens; the model takes at most {max_pos}")
         if langs is None:
             if self.model.lm.use_lang_emb:
-                raise XLMUserError(f"this model has language embeddings: give langs (one of {','.join(self.langs)}, or ids)")
+                raise XLMUserError(
+                    f"this model has language embeddings: give langs (one of {','.join(self.langs)}, or ids)"
+                )
             lang_ids = None
         elif isinstance(langs, str):
             lang_ids = torch.full_like(tokens, self._check_lang(langs))
@@ -179,7 +185,9 @@ class XLMHubInterface(nn.Module):
             elif lang_ids.dim() == 1 and lang_ids.numel() == tokens.size(0):
                 lang_ids = lang_ids[:, None].expand_as(tokens)  # one language per sentence
             if lang_ids.shape != tokens.shape:
-                raise XLMUserError(f"langs of shape {tuple(lang_ids.shape)} do not fit tokens of shape {tuple(tokens.shape)}")
+                raise XLMUserError(
+                    f"langs of shape {tuple(lang_ids.shape)} do not fit tokens of shape {tuple(tokens.shape)}"
+                )
         if lang_ids is not None and lang_ids.numel() and (lang_ids.min() < 0 or lang_ids.max() >= len(self.langs)):
             raise XLMUserError(f"language ids must lie in 0..{len(self.langs) - 1} ({','.join(self.langs)})")
         device = self.device

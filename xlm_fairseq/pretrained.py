@@ -7,7 +7,6 @@ import os
 from typing import Dict, List
 
 import torch
-
 from fairseq.data import Dictionary
 
 from preprocess.langs import parse_langs

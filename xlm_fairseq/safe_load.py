@@ -35,7 +35,9 @@ def _omegaconf_globals():
     from omegaconf import nodes
     from omegaconf.base import ContainerMetadata, Metadata
 
-    node_classes = [getattr(nodes, name) for name in dir(nodes) if name.endswith("Node") and isinstance(getattr(nodes, name), type)]
+    node_classes = [
+        getattr(nodes, name) for name in dir(nodes) if name.endswith("Node") and isinstance(getattr(nodes, name), type)
+    ]
     return [omegaconf.DictConfig, omegaconf.ListConfig, ContainerMetadata, Metadata, *node_classes]
 
 

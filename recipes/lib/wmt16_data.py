@@ -53,7 +53,9 @@ def read_digest_file(path: str) -> Dict[str, str]:
             digest, name = parts
             name = name.lstrip("*")
             if digest != UNVERIFIED and not re.fullmatch(r"[0-9a-f]{64}", digest):
-                raise UserError(f"{path} line {lineno}: {digest!r} is neither a SHA-256 (64 hex digits) nor {UNVERIFIED}")
+                raise UserError(
+                    f"{path} line {lineno}: {digest!r} is neither a SHA-256 (64 hex digits) nor {UNVERIFIED}"
+                )
             if name in table and table[name] != digest:
                 raise UserError(f"{path} line {lineno}: {name} is listed twice with different digests")
             table[name] = digest
@@ -75,12 +77,16 @@ def verify(path: str, name: str, checksums: str, lock: str, accept_new: bool) ->
     locked = read_digest_file(lock)
     if name in locked:
         if actual != locked[name]:
-            raise UserError(f"{name}: SHA-256 {actual} differs from {locked[name]} recorded in {lock} by an earlier "
-                            f"run; the file changed: refusing {path}")
+            raise UserError(
+                f"{name}: SHA-256 {actual} differs from {locked[name]} recorded in {lock} by an earlier "
+                f"run; the file changed: refusing {path}"
+            )
         return f"{name}: sha256 OK (recorded in {lock}; no published digest)"
     if not accept_new:
-        raise UserError(f"{name}: no published SHA-256 ({UNVERIFIED} in {checksums}); its digest is {actual}. "
-                        f"Check it yourself, then re-run with --accept-new-checksums to record it in {lock}")
+        raise UserError(
+            f"{name}: no published SHA-256 ({UNVERIFIED} in {checksums}); its digest is {actual}. "
+            f"Check it yourself, then re-run with --accept-new-checksums to record it in {lock}"
+        )
     os.makedirs(os.path.dirname(os.path.abspath(lock)), exist_ok=True)
     with open(lock, "a", encoding="utf-8") as f:
         f.write(f"{actual}  {name}\n")
@@ -200,7 +206,9 @@ def cmd_extract_para(args) -> None:
     a, b = args.langs.split("-")
     pair_names = (f"{a}-{b}", f"{b}-{a}")
     counts = {a: 0, b: 0}
-    with atomic_write(f"{args.out_prefix}.{a}", binary=True) as out_a, atomic_write(f"{args.out_prefix}.{b}", binary=True) as out_b:
+    with atomic_write(f"{args.out_prefix}.{a}", binary=True) as out_a, atomic_write(
+        f"{args.out_prefix}.{b}", binary=True
+    ) as out_b:
         for archive in args.archives:
             need_file(archive, "archive")
             try:
@@ -211,8 +219,10 @@ def cmd_extract_para(args) -> None:
             for lang in (a, b):
                 hits = [m for m in members if any(os.path.basename(m).endswith(f".{p}.{lang}") for p in pair_names)]
                 if len(hits) != 1:
-                    raise UserError(f"{archive}: expected one member named *.{a}-{b}.{lang} or *.{b}-{a}.{lang}, "
-                                    f"found {len(hits)}: {hits[:4]}")
+                    raise UserError(
+                        f"{archive}: expected one member named *.{a}-{b}.{lang} or *.{b}-{a}.{lang}, "
+                        f"found {len(hits)}: {hits[:4]}"
+                    )
                 found[lang] = hits[0]
             n = {}
             for lang, out in ((a, out_a), (b, out_b)):

@@ -10,10 +10,11 @@ import re
 import sys
 from typing import Dict, Optional
 
+from wmt16_data import need_file
+
 from preprocess.errors import UserError
 from preprocess.files import atomic_write
 from preprocess.text import detokenize, normalize_and_tokenize, remove_romanian_diacritics
-from wmt16_data import need_file
 
 
 def cmd_hyps(args) -> None:
@@ -32,9 +33,11 @@ def cmd_hyps(args) -> None:
             expected = sum(1 for _ in f)
         missing = [i for i in range(expected) if i not in hyps]
         if missing or n > expected:
-            raise UserError(f"{args.gen}: {len(hyps)} hypotheses for the {expected} sentences of "
-                            f"{args.expect_lines_of} ({len(missing)} missing, first id {missing[0] if missing else '-'}); "
-                            "was a sentence skipped as too long?")
+            raise UserError(
+                f"{args.gen}: {len(hyps)} hypotheses for the {expected} sentences of "
+                f"{args.expect_lines_of} ({len(missing)} missing, first id {missing[0] if missing else '-'}); "
+                "was a sentence skipped as too long?"
+            )
         n = expected
     with atomic_write(args.out_tok) as tok, atomic_write(args.out_detok) as detok:
         for i in range(n):
@@ -78,15 +81,28 @@ def cmd_summary(args) -> None:
     rows = []
     for direction in args.directions:
         d = os.path.join(args.eval_dir, direction)
-        rows.append((direction, _read_score(os.path.join(d, "sacrebleu.txt")),
-                     _read_score(os.path.join(d, "sacrebleu.nodiacritics.txt")),
-                     _read_score(os.path.join(d, "tokenized_bleu.txt")), paper.get(direction)))
+        rows.append(
+            (
+                direction,
+                _read_score(os.path.join(d, "sacrebleu.txt")),
+                _read_score(os.path.join(d, "sacrebleu.nodiacritics.txt")),
+                _read_score(os.path.join(d, "tokenized_bleu.txt")),
+                paper.get(direction),
+            )
+        )
     show_nodiac = any(r[2] is not None for r in rows)
-    header = ["direction", "sacreBLEU (detok, raw ref)"] + (["sacreBLEU (ref w/o diacritics)"] if show_nodiac else []) \
+    header = (
+        ["direction", "sacreBLEU (detok, raw ref)"]
+        + (["sacreBLEU (ref w/o diacritics)"] if show_nodiac else [])
         + ["tokenised BLEU", "paper (tokenised)"]
+    )
     table = [header]
     for direction, sacre, nodiac, tok, ref in rows:
-        row = [direction, sacre or "-"] + ([nodiac or "-"] if show_nodiac else []) + [tok or "-", str(ref) if ref else "-"]
+        row = (
+            [direction, sacre or "-"]
+            + ([nodiac or "-"] if show_nodiac else [])
+            + [tok or "-", str(ref) if ref else "-"]
+        )
         table.append(row)
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
@@ -94,4 +110,3 @@ def cmd_summary(args) -> None:
     with atomic_write(os.path.join(args.eval_dir, "summary.txt")) as out:
         out.write(text)
     sys.stdout.write(text)
-

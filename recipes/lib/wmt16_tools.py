@@ -32,8 +32,10 @@ for _path in (os.path.dirname(os.path.dirname(_HERE)), _HERE):
 try:
     from preprocess.errors import ArgumentParser, UserError, run_command
 except ImportError as _e:  # e.g. the file was copied out of the repository
-    sys.stderr.write(f"{PROG}: error: cannot import preprocess ({_e}); run it inside the xlm-fairseq repository "
-                     "or put the repository on PYTHONPATH\n")
+    sys.stderr.write(
+        f"{PROG}: error: cannot import preprocess ({_e}); run it inside the xlm-fairseq repository "
+        "or put the repository on PYTHONPATH\n"
+    )
     sys.exit(2)
 
 from wmt16_data import cmd_extract_para, cmd_head_gz, cmd_same_dict, cmd_sgm2txt, cmd_verify, cmd_vocab_to_dict  # noqa: E402
@@ -56,8 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--name", help="the download's file name (default: the basename of FILE)")
     s.add_argument("--checksums", required=True, help="published digests (recipes/checksums.sha256)")
     s.add_argument("--lock", required=True, help="digests recorded by earlier runs (WORK/checksums.lock)")
-    s.add_argument("--accept-new-checksums", action="store_true",
-                   help="record the digest of a file listed as UNVERIFIED instead of refusing it")
+    s.add_argument(
+        "--accept-new-checksums",
+        action="store_true",
+        help="record the digest of a file listed as UNVERIFIED instead of refusing it",
+    )
     s.set_defaults(fn=cmd_verify)
 
     s = sub.add_parser("head-gz", help="first N lines of gzip files, in order")
@@ -93,8 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--lang", required=True)
     s.add_argument("--out-tok", required=True)
     s.add_argument("--out-detok", required=True)
-    s.add_argument("--expect-lines-of", metavar="REF",
-                   help="refuse unless every line of REF (the test set) has a hypothesis")
+    s.add_argument(
+        "--expect-lines-of", metavar="REF", help="refuse unless every line of REF (the test set) has a hypothesis"
+    )
     s.set_defaults(fn=cmd_hyps)
 
     s = sub.add_parser("tokenize-ref", help="reference -> Moses-tokenised as preprocess/ does")

@@ -26,8 +26,9 @@ def detect_source(src: str):
             return "hf", None
         if os.path.isfile(os.path.join(src, MODEL_FILE)):
             return "fairseq", None
-        raise XLMUserError(f"{src}: neither a Hugging Face XLM directory (no config.json) "
-                           f"nor a converted model (no {MODEL_FILE})")
+        raise XLMUserError(
+            f"{src}: neither a Hugging Face XLM directory (no config.json) nor a converted model (no {MODEL_FILE})"
+        )
     ckpt = _load_checkpoint(src)
     if _is_xlm_pth(ckpt):
         return "xlm_pth", ckpt
@@ -36,22 +37,42 @@ def detect_source(src: str):
     raise XLMUserError(f"{src}: not an XLM .pth (keys model, params, dico_id2word) nor an xlm_fairseq checkpoint")
 
 
-def convert_hf(src: str, out: str, langs: Optional[str] = None, force: bool = False,
-               lowercase: Optional[bool] = None, codes: Optional[str] = None) -> str:
+def convert_hf(
+    src: str,
+    out: str,
+    langs: Optional[str] = None,
+    force: bool = False,
+    lowercase: Optional[bool] = None,
+    codes: Optional[str] = None,
+) -> str:
     """HF XLM directory -> xlm_fairseq OUT_DIR."""
     check_out_dir(out, force, src)
     return write_fairseq_dir(read_hf_dir(src, langs, lowercase, codes), out, force)
 
 
-def convert_xlm_pth(src: str, out: str, langs: Optional[str] = None, force: bool = False,
-                    lowercase: Optional[bool] = None, codes: Optional[str] = None, _ckpt=None) -> str:
+def convert_xlm_pth(
+    src: str,
+    out: str,
+    langs: Optional[str] = None,
+    force: bool = False,
+    lowercase: Optional[bool] = None,
+    codes: Optional[str] = None,
+    _ckpt=None,
+) -> str:
     """Original XLM ``.pth`` -> xlm_fairseq OUT_DIR."""
     check_out_dir(out, force, src)
     return write_fairseq_dir(read_xlm_pth(src, langs, lowercase, codes, _ckpt), out, force)
 
 
-def convert(src: str, out: str, to: str = "fairseq", langs: Optional[str] = None, force: bool = False,
-            lowercase: Optional[bool] = None, codes: Optional[str] = None) -> str:
+def convert(
+    src: str,
+    out: str,
+    to: str = "fairseq",
+    langs: Optional[str] = None,
+    force: bool = False,
+    lowercase: Optional[bool] = None,
+    codes: Optional[str] = None,
+) -> str:
     check_out_dir(out, force, src)
     if to == "hf":
         if not os.path.exists(src):
@@ -75,15 +96,19 @@ def _run(argv):
         description="Convert an original XLM .pth or a Hugging Face XLM directory to an xlm_fairseq "
         "model directory (--to fairseq), or an xlm_fairseq checkpoint to a Hugging Face directory (--to hf).",
     )
-    parser.add_argument("src", metavar="SRC",
-                        help="XLM .pth, HF XLM directory, or (--to hf) our model.pt / its directory")
+    parser.add_argument(
+        "src", metavar="SRC", help="XLM .pth, HF XLM directory, or (--to hf) our model.pt / its directory"
+    )
     parser.add_argument("out_dir", metavar="OUT_DIR", help="directory to create")
     parser.add_argument("--to", choices=("fairseq", "hf"), default="fairseq", help="target format (default: fairseq)")
     parser.add_argument("--langs", help="languages in id order, e.g. en,de (only if SRC names none)")
     parser.add_argument("--codes", metavar="FILE", help="fastBPE codes of the model (original .pth files carry none)")
-    parser.add_argument("--lowercase", choices=("yes", "no"),
-                        help="the model's text is lowercased and accent-stripped (default: from the HF "
-                        "tokenizer_config.json; yes for a .pth)")
+    parser.add_argument(
+        "--lowercase",
+        choices=("yes", "no"),
+        help="the model's text is lowercased and accent-stripped (default: from the HF "
+        "tokenizer_config.json; yes for a .pth)",
+    )
     parser.add_argument("--force", action="store_true", help="replace an existing non-empty OUT_DIR")
     args = parser.parse_args(argv)
     for name in _NOISY_LOGGERS:  # a command line: keep stderr for errors

@@ -12,14 +12,15 @@ from preprocess.subwords import parse_bpe_codes, read_bpe_codes
 from xlm_fairseq import safe_load
 from xlm_fairseq.convert.source import (
     XLMSource,
-    check_representable,
     _check_vocab_head,
     _langs_from_ids,
     _resolve_langs,
+    check_representable,
     hf_token_to_xlm_word,
 )
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LAYER_NORM_EPS
+
 
 def _hf_weights(src: str) -> Dict[str, torch.Tensor]:
     st = os.path.join(src, "model.safetensors")
@@ -56,13 +57,15 @@ def _read_config(src: str):
     config = XLMConfig.from_pretrained(src)
     check_representable(lambda key, default: getattr(config, key, default), src)
     if abs(float(getattr(config, "layer_norm_eps", LAYER_NORM_EPS)) - LAYER_NORM_EPS) > 1e-15:
-        raise XLMUserError(f"{src}: layer_norm_eps={config.layer_norm_eps}; "
-                           f"xlm_transformer uses XLM's {LAYER_NORM_EPS}")
+        raise XLMUserError(
+            f"{src}: layer_norm_eps={config.layer_norm_eps}; xlm_transformer uses XLM's {LAYER_NORM_EPS}"
+        )
     for name, want in (("bos_token_id", 0), ("eos_token_id", 1), ("pad_token_id", 2), ("unk_index", 3)):
         value = getattr(config, name, want)
         if value is not None and value != want:
-            raise XLMUserError(f"{src}: config {name}={value}; only XLM's layout "
-                               "<s>=0 </s>=1 <pad>=2 <unk>=3 is supported")
+            raise XLMUserError(
+                f"{src}: config {name}={value}; only XLM's layout <s>=0 </s>=1 <pad>=2 <unk>=3 is supported"
+            )
     return config
 
 
@@ -85,8 +88,9 @@ def _read_vocab(src: str):
     return words
 
 
-def read_hf_dir(src: str, langs_option: Optional[str] = None, lowercase: Optional[bool] = None,
-                codes_path: Optional[str] = None) -> XLMSource:
+def read_hf_dir(
+    src: str, langs_option: Optional[str] = None, lowercase: Optional[bool] = None, codes_path: Optional[str] = None
+) -> XLMSource:
     """A Hugging Face XLM directory (``save_pretrained`` of an XLM model, plus its tokenizer files)."""
     config = _read_config(src)
     words = _read_vocab(src)
@@ -95,18 +99,22 @@ def read_hf_dir(src: str, langs_option: Optional[str] = None, lowercase: Optiona
     weights = {}
     for k, v in _hf_weights(src).items():
         if k.startswith("transformer."):
-            k = k[len("transformer."):]
+            k = k[len("transformer.") :]
         elif not k.startswith("pred_layer."):
             continue  # task heads (sequence_summary, qa_outputs, ...) are not part of the LM
         if k == "position_ids":
             continue
         weights[k] = v
-    notes = ["Hugging Face vocabularies carry no word counts: dict.txt gives every word count 1 "
-             "(specials 0), so --sample-alpha weights words uniformly."]
+    notes = [
+        "Hugging Face vocabularies carry no word counts: dict.txt gives every word count 1 "
+        "(specials 0), so --sample-alpha weights words uniformly."
+    ]
     if "pred_layer.proj.bias" not in weights and "embeddings.weight" in weights:
         weights["pred_layer.proj.bias"] = torch.zeros(weights["embeddings.weight"].shape[0])
-        notes.append("The source had no LM head (pred_layer.proj.bias): it was set to zero; "
-                     "predictions and fill_mask are not meaningful until the model is trained.")
+        notes.append(
+            "The source had no LM head (pred_layer.proj.bias): it was set to zero; "
+            "predictions and fill_mask are not meaningful until the model is trained."
+        )
     if getattr(config, "causal", False):
         notes.append("The source config says causal=true (a CLM model): call the model with causal=True.")
 
@@ -118,8 +126,10 @@ def read_hf_dir(src: str, langs_option: Optional[str] = None, lowercase: Optiona
     if lowercase is None:
         lowercase = bool(tok_cfg.get("do_lowercase_and_remove_accent", True))
     found_langs = _langs_from_ids(
-        getattr(config, "lang2id", None) or getattr(config, "id2lang", None)
-        or tok_cfg.get("lang2id") or tok_cfg.get("id2lang"),
+        getattr(config, "lang2id", None)
+        or getattr(config, "id2lang", None)
+        or tok_cfg.get("lang2id")
+        or tok_cfg.get("id2lang"),
         f"{src}/config.json",
     )
     n_langs = int(config.n_langs)

@@ -7,31 +7,39 @@ import torch
 from preprocess.subwords import parse_bpe_codes, read_bpe_codes
 from xlm_fairseq.convert.source import (
     XLMSource,
-    check_representable,
     _check_vocab_head,
     _is_xlm_pth,
     _langs_from_ids,
     _load_checkpoint,
     _py,
     _resolve_langs,
+    check_representable,
 )
 from xlm_fairseq.errors import XLMUserError
 
-def read_xlm_pth(src: str, langs_option: Optional[str] = None, lowercase: Optional[bool] = None,
-                 codes_path: Optional[str] = None, ckpt=None) -> XLMSource:
+
+def read_xlm_pth(
+    src: str,
+    langs_option: Optional[str] = None,
+    lowercase: Optional[bool] = None,
+    codes_path: Optional[str] = None,
+    ckpt=None,
+) -> XLMSource:
     """An original XLM checkpoint (``torch.save`` of model/params/dico_*), read through the allowlist
     (``ckpt``: the file's content, when the caller has loaded it already)."""
     if ckpt is None:
         ckpt = _load_checkpoint(src)
     if not _is_xlm_pth(ckpt):
         keys = sorted(ckpt)[:8] if isinstance(ckpt, dict) else type(ckpt).__name__
-        raise XLMUserError(f"{src}: not an original XLM checkpoint "
-                           f"(expected keys model, params, dico_id2word; found {keys})")
+        raise XLMUserError(
+            f"{src}: not an original XLM checkpoint (expected keys model, params, dico_id2word; found {keys})"
+        )
     params = {k: _py(v) for k, v in dict(ckpt["params"]).items()}
     check_representable(params.get, src)
     if params.get("share_inout_emb", True) is False:
-        raise XLMUserError(f"{src}: output layer not tied to the embeddings (share_inout_emb false); "
-                           "xlm_transformer ties them")
+        raise XLMUserError(
+            f"{src}: output layer not tied to the embeddings (share_inout_emb false); xlm_transformer ties them"
+        )
 
     id2word = {int(_py(k)): str(v) for k, v in dict(ckpt["dico_id2word"]).items()}
     if sorted(id2word) != list(range(len(id2word))):
@@ -48,7 +56,7 @@ def read_xlm_pth(src: str, langs_option: Optional[str] = None, lowercase: Option
     for k, v in state.items():
         if not isinstance(v, torch.Tensor):
             continue
-        k = k[len("module."):] if k.startswith("module.") else k
+        k = k[len("module.") :] if k.startswith("module.") else k
         weights[k] = v
     n_langs = int(params.get("n_langs", 1))
     use_lang_emb = bool(params.get("use_lang_emb", True)) and n_langs > 1
@@ -69,9 +77,11 @@ def read_xlm_pth(src: str, langs_option: Optional[str] = None, lowercase: Option
         codes = read_bpe_codes(codes_path, "--codes")
     if lowercase is None:
         lowercase = True
-        notes.append("The .pth does not say whether its text was lowercased and stripped of accents; "
-                     "xlm_tokenizer.json assumes yes (XLM's tools/tokenize.sh pipeline). The XLM-17 and "
-                     "XLM-100 models were trained without: convert those with --lowercase no.")
+        notes.append(
+            "The .pth does not say whether its text was lowercased and stripped of accents; "
+            "xlm_tokenizer.json assumes yes (XLM's tools/tokenize.sh pipeline). The XLM-17 and "
+            "XLM-100 models were trained without: convert those with --lowercase no."
+        )
     n_words = len(words)
     if params.get("n_words") is not None and int(params["n_words"]) != n_words:
         raise XLMUserError(f"{src}: params n_words={params['n_words']} but the dictionary has {n_words} entries")

@@ -38,9 +38,19 @@ def _quiet():
                 lg.setLevel(level)
 
 
-def build_fairseq_model(data_dir: str, langs: List[str], dim: int, n_layers: int, n_heads: int,
-                        dropout: float, attention_dropout: float, max_positions: int,
-                        sinusoidal: bool, use_lang_emb: bool, ffn_dim: Optional[int] = None):
+def build_fairseq_model(
+    data_dir: str,
+    langs: List[str],
+    dim: int,
+    n_layers: int,
+    n_heads: int,
+    dropout: float,
+    attention_dropout: float,
+    max_positions: int,
+    sinusoidal: bool,
+    use_lang_emb: bool,
+    ffn_dim: Optional[int] = None,
+):
     """The config fairseq-train makes of ``--task cross_lingual_lm --arch xlm_transformer`` with these
     sizes (fairseq's defaults elsewhere), the task set up from it and the model the task builds.
     Returns (cfg, task, model); data_dir must hold dict.txt."""
@@ -54,12 +64,25 @@ def build_fairseq_model(data_dir: str, langs: List[str], dim: int, n_layers: int
 
     ffn_dim = ffn_dim or 4 * dim
     # a translation_lm model initialised from this LM needs the same shape on both sides
-    shape = {f"{side}_{name}": value for side in ("encoder", "decoder")
-             for name, value in (("embed_dim", dim), ("layers", n_layers), ("attention_heads", n_heads),
-                                 ("ffn_embed_dim", ffn_dim))}
-    model_cfg = XLMConfig(_name="xlm_transformer", **shape, dropout=float(dropout),
-                          attention_dropout=float(attention_dropout), max_positions=int(max_positions),
-                          sinusoidal_embeddings=bool(sinusoidal), no_lang_emb=not use_lang_emb)
+    shape = {
+        f"{side}_{name}": value
+        for side in ("encoder", "decoder")
+        for name, value in (
+            ("embed_dim", dim),
+            ("layers", n_layers),
+            ("attention_heads", n_heads),
+            ("ffn_embed_dim", ffn_dim),
+        )
+    }
+    model_cfg = XLMConfig(
+        _name="xlm_transformer",
+        **shape,
+        dropout=float(dropout),
+        attention_dropout=float(attention_dropout),
+        max_positions=int(max_positions),
+        sinusoidal_embeddings=bool(sinusoidal),
+        no_lang_emb=not use_lang_emb,
+    )
     task_cfg = CrossLingualLMConfig(_name="cross_lingual_lm", data=data_dir, langs=",".join(langs))
     cfg = OmegaConf.structured(FairseqConfig)  # the groups fairseq fills in (common.seed, ...)
     cfg.common.user_dir = os.path.dirname(os.path.abspath(xlm_fairseq.__file__))
@@ -75,13 +98,14 @@ def build_fairseq_model(data_dir: str, langs: List[str], dim: int, n_layers: int
 def _lm_state_for(model, weights: Dict[str, torch.Tensor], src: str) -> Dict[str, torch.Tensor]:
     """Source weights (XLM names, fairseq vocabulary order) -> our model's state dict, checked."""
     ours = model.state_dict()
-    expected = {k[len(LM_PREFIX):] for k in ours if k.startswith(LM_PREFIX)}
+    expected = {k[len(LM_PREFIX) :] for k in ours if k.startswith(LM_PREFIX)}
     given = set(weights)
     tied = "pred_layer.proj.weight"
     if tied in given:
         if not torch.equal(weights[tied], weights["embeddings.weight"]):
-            raise XLMUserError(f"{src}: pred_layer.proj.weight differs from embeddings.weight; "
-                               "xlm_transformer ties them")
+            raise XLMUserError(
+                f"{src}: pred_layer.proj.weight differs from embeddings.weight; xlm_transformer ties them"
+            )
         given.discard(tied)
     missing = sorted(expected - given - {tied})
     unexpected = sorted(given - expected)
@@ -97,8 +121,7 @@ def _lm_state_for(model, weights: Dict[str, torch.Tensor], src: str) -> Dict[str
         value = weights["embeddings.weight" if name == tied else name]
         want = ours[LM_PREFIX + name]
         if tuple(value.shape) != tuple(want.shape):
-            raise XLMUserError(f"{src}: {name} has shape {tuple(value.shape)}, "
-                               f"the model expects {tuple(want.shape)}")
+            raise XLMUserError(f"{src}: {name} has shape {tuple(value.shape)}, the model expects {tuple(want.shape)}")
         state[LM_PREFIX + name] = value.detach().to(dtype=want.dtype).clone()
     return state
 
@@ -136,12 +159,21 @@ def write_fairseq_dir(source: XLMSource, out_dir: str, force: bool = False) -> s
             raise XLMUserError(f"{source.path}: fairseq reads dict.txt back with a different size than {n_words}")
 
         cfg, task, model = build_fairseq_model(
-            tmp, source.langs, source.dim, source.n_layers, source.n_heads, source.dropout,
-            source.attention_dropout, source.max_positions, source.sinusoidal, source.use_lang_emb,
+            tmp,
+            source.langs,
+            source.dim,
+            source.n_layers,
+            source.n_heads,
+            source.dropout,
+            source.attention_dropout,
+            source.max_positions,
+            source.sinusoidal,
+            source.use_lang_emb,
         )
         if len(task.source_dictionary) != n_words:
-            raise XLMUserError(f"{source.path}: the task's dictionary has {len(task.source_dictionary)} "
-                               f"entries, the model {n_words}")
+            raise XLMUserError(
+                f"{source.path}: the task's dictionary has {len(task.source_dictionary)} entries, the model {n_words}"
+            )
         model.load_state_dict(_lm_state_for(model, weights, source.path), strict=True)
         cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         cfg_dict["task"]["data"] = final
@@ -150,8 +182,9 @@ def write_fairseq_dir(source: XLMSource, out_dir: str, force: bool = False) -> s
             "model": model.state_dict(),
             "args": None,
             # fairseq's _upgrade_state_dict indexes optimizer_history[-1]: an empty list cannot load
-            "optimizer_history": [{"criterion_name": "XLMCriterion", "optimizer_name": "none",
-                                   "lr_scheduler_state": {}, "num_updates": 0}],
+            "optimizer_history": [
+                {"criterion_name": "XLMCriterion", "optimizer_name": "none", "lr_scheduler_state": {}, "num_updates": 0}
+            ],
             "extra_state": {},
         }
         torch_persistent_save(checkpoint, os.path.join(tmp, MODEL_FILE))
@@ -161,9 +194,15 @@ def write_fairseq_dir(source: XLMSource, out_dir: str, force: bool = False) -> s
             with open(os.path.join(tmp, BPE_CODES_FILE), "w", encoding="utf-8", newline="\n") as f:
                 write_bpe_codes(source.codes, f)
         with open(os.path.join(tmp, XLM_TOKENIZER_FILE), "w", encoding="utf-8") as f:
-            json.dump({"type": "xlm_bpe", "lowercase_and_remove_accent": bool(source.lowercase),
-                       "bpe_codes": BPE_CODES_FILE if have_codes else None},
-                      f, indent=2)
+            json.dump(
+                {
+                    "type": "xlm_bpe",
+                    "lowercase_and_remove_accent": bool(source.lowercase),
+                    "bpe_codes": BPE_CODES_FILE if have_codes else None,
+                },
+                f,
+                indent=2,
+            )
             f.write("\n")
         _write_fairseq_readme(tmp, source, have_codes)
     return final
@@ -183,8 +222,7 @@ def _write_fairseq_readme(tmp: str, source: XLMSource, have_codes: bool):
         f"Files: `{MODEL_FILE}` (fairseq checkpoint, `--task cross_lingual_lm --arch xlm_transformer`), "
         f"`{DICT_FILE}`, `{XLM_TOKENIZER_FILE}`" + (f", `{BPE_CODES_FILE}`." if have_codes else "."),
         "",
-        "Use: `xlm_fairseq.models.xlm.XLMModel.from_pretrained(THIS_DIR)` or "
-        "`--pretrained-xlm-checkpoint THIS_DIR`.",
+        "Use: `xlm_fairseq.models.xlm.XLMModel.from_pretrained(THIS_DIR)` or `--pretrained-xlm-checkpoint THIS_DIR`.",
         "",
     ]
     if not have_codes:

@@ -27,8 +27,11 @@ _XLM_ARCHS = ("xlm_transformer", "xlm_tiny", "xlm_512", "xlm_1024")
 
 def export_hf(src: str, out: str, force: bool = False) -> str:
     """xlm_fairseq LM checkpoint (file, or directory with model.pt) -> HF XLM directory."""
-    if os.path.isdir(src) and os.path.isfile(os.path.join(src, "config.json")) \
-            and not os.path.isfile(os.path.join(src, MODEL_FILE)):
+    if (
+        os.path.isdir(src)
+        and os.path.isfile(os.path.join(src, "config.json"))
+        and not os.path.isfile(os.path.join(src, MODEL_FILE))
+    ):
         raise XLMUserError(f"{src}: a Hugging Face directory; --to hf takes an xlm_fairseq checkpoint ({MODEL_FILE})")
     ckpt_path = os.path.join(src, MODEL_FILE) if os.path.isdir(src) else src
     if not os.path.isfile(ckpt_path):
@@ -36,18 +39,21 @@ def export_hf(src: str, out: str, force: bool = False) -> str:
     check_out_dir(out, force, src)
     state = _load_checkpoint(ckpt_path)
     if _is_xlm_pth(state):
-        raise XLMUserError(f"{ckpt_path}: an original XLM .pth; --to hf takes an xlm_fairseq checkpoint "
-                           "(convert with --to fairseq first)")
+        raise XLMUserError(
+            f"{ckpt_path}: an original XLM .pth; --to hf takes an xlm_fairseq checkpoint "
+            "(convert with --to fairseq first)"
+        )
     if not isinstance(state, dict) or "model" not in state or not state.get("cfg"):
         raise XLMUserError(f"{ckpt_path}: not a fairseq checkpoint with a cfg")
     cfg = state["cfg"]
     model_cfg, task_cfg = cfg.get("model") or {}, cfg.get("task") or {}
     if (model_cfg.get("_name") or model_cfg.get("arch")) not in _XLM_ARCHS:
         raise XLMUserError(f"{ckpt_path}: model {model_cfg.get('_name')!r} is not xlm_transformer")
-    lm = {k[len(LM_PREFIX):]: v for k, v in state["model"].items() if k.startswith(LM_PREFIX)}
+    lm = {k[len(LM_PREFIX) :]: v for k, v in state["model"].items() if k.startswith(LM_PREFIX)}
     if "pred_layer.proj.bias" not in lm:
-        raise XLMUserError(f"{ckpt_path}: no LM output layer (a translation model?); "
-                           "only cross_lingual_lm checkpoints export")
+        raise XLMUserError(
+            f"{ckpt_path}: no LM output layer (a translation model?); only cross_lingual_lm checkpoints export"
+        )
     dictionary, dict_dir = checkpoint_dictionary(ckpt_path, state)
     if dictionary is None:
         raise XLMUserError(f"{ckpt_path}: no dict.txt beside it or in its task.data")
@@ -55,21 +61,22 @@ def export_hf(src: str, out: str, force: bool = False) -> str:
     if len(dictionary) != n_words:
         raise XLMUserError(f"{ckpt_path}: {n_words} embedding rows but dict.txt gives {len(dictionary)} entries")
     if list(dictionary.symbols[:4]) != list(FAIRSEQ_SYMBOLS):
-        raise XLMUserError(f"{ckpt_path}: dictionary starts {dictionary.symbols[:4]}, "
-                           f"expected {list(FAIRSEQ_SYMBOLS)}")
+        raise XLMUserError(f"{ckpt_path}: dictionary starts {dictionary.symbols[:4]}, expected {list(FAIRSEQ_SYMBOLS)}")
     langs = parse_langs(str(task_cfg.get("langs") or ""), f"{ckpt_path}: the checkpoint's --langs")
     dim = lm["embeddings.weight"].shape[1]
     n_layers = len({k.split(".")[1] for k in lm if k.startswith("attentions.")})
     n_heads = int(model_cfg.get("encoder_attention_heads"))
     ffn_dim = lm["ffns.0.lin1.weight"].shape[0]
     if ffn_dim != 4 * dim:
-        raise XLMUserError(f"{ckpt_path}: FFN size {ffn_dim} is not 4 x {dim}; "
-                           "Hugging Face's XLM hard-codes 4 x emb_dim")
+        raise XLMUserError(
+            f"{ckpt_path}: FFN size {ffn_dim} is not 4 x {dim}; Hugging Face's XLM hard-codes 4 x emb_dim"
+        )
     use_lang_emb = "lang_embeddings.weight" in lm
     n_langs = max(len(langs), 1)
     if use_lang_emb and lm["lang_embeddings.weight"].shape[0] != n_langs:
-        raise XLMUserError(f"{ckpt_path}: {lm['lang_embeddings.weight'].shape[0]} language embeddings "
-                           f"for langs {langs}")
+        raise XLMUserError(
+            f"{ckpt_path}: {lm['lang_embeddings.weight'].shape[0]} language embeddings for langs {langs}"
+        )
 
     perm = swap_permutation(n_words)
     hf_words = [dictionary.symbols[int(i)] for i in perm]  # HF/XLM order
@@ -125,8 +132,9 @@ def export_hf(src: str, out: str, force: bool = False) -> str:
             missing, unexpected = hf_model.load_state_dict(hf_state, strict=False)
             missing = [k for k in missing if not k.endswith("position_ids")]
             if missing or unexpected:
-                raise XLMUserError(f"{ckpt_path}: cannot fill the HF model "
-                                   f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+                raise XLMUserError(
+                    f"{ckpt_path}: cannot fill the HF model (missing {missing[:3]}, unexpected {unexpected[:3]})"
+                )
             hf_model.tie_weights()
             try:
                 hf_model.save_pretrained(tmp)
@@ -150,9 +158,13 @@ def _write_hf_tokenizer(tmp, hf_words, dict_dir, ckpt_dir, lang2id, mask_index):
             codes_path = os.path.join(d, BPE_CODES_FILE)
         if spm_path is None and os.path.isfile(os.path.join(d, SPM_MODEL_FILE)):
             spm_path = os.path.join(d, SPM_MODEL_FILE)
-    readme = ["# XLM model exported from xlm_fairseq", "",
-              "Load with `transformers.XLMWithLMHeadModel.from_pretrained(THIS_DIR)`; pass `langs` "
-              f"(ids: {json.dumps(lang2id)}) as XLM expects.", ""]
+    readme = [
+        "# XLM model exported from xlm_fairseq",
+        "",
+        "Load with `transformers.XLMWithLMHeadModel.from_pretrained(THIS_DIR)`; pass `langs` "
+        f"(ids: {json.dumps(lang2id)}) as XLM expects.",
+        "",
+    ]
     if tok_info.get("type") == "xlm_bpe" or (codes_path and not spm_path):
         vocab = {xlm_word_to_hf_token(w): i for i, w in enumerate(hf_words)}
         with open(os.path.join(tmp, "vocab.json"), "w", encoding="utf-8") as f:
@@ -164,23 +176,34 @@ def _write_hf_tokenizer(tmp, hf_words, dict_dir, ckpt_dir, lang2id, mask_index):
             with open(os.path.join(tmp, "merges.txt"), "w", encoding="utf-8", newline="\n") as f:
                 write_bpe_codes(codes, f)
         else:
-            readme += ["No BPE codes were next to the checkpoint: add the model's `merges.txt` before using "
-                       "`XLMTokenizer`.", ""]
+            readme += [
+                "No BPE codes were next to the checkpoint: add the model's `merges.txt` before using `XLMTokenizer`.",
+                "",
+            ]
         with open(os.path.join(tmp, "tokenizer_config.json"), "w", encoding="utf-8") as f:
-            json.dump({"tokenizer_class": "XLMTokenizer",
-                       "do_lowercase_and_remove_accent": bool(tok_info.get("lowercase_and_remove_accent", True)),
-                       "lang2id": lang2id or None,
-                       "id2lang": {str(i): lang for lang, i in lang2id.items()} or None,
-                       "mask_token": MASK_SYMBOL}, f, indent=2)
+            json.dump(
+                {
+                    "tokenizer_class": "XLMTokenizer",
+                    "do_lowercase_and_remove_accent": bool(tok_info.get("lowercase_and_remove_accent", True)),
+                    "lang2id": lang2id or None,
+                    "id2lang": {str(i): lang for lang, i in lang2id.items()} or None,
+                    "mask_token": MASK_SYMBOL,
+                },
+                f,
+                indent=2,
+            )
             f.write("\n")
     elif spm_path:
         shutil.copyfile(spm_path, os.path.join(tmp, SPM_MODEL_FILE))
         with open(os.path.join(tmp, "vocab.txt"), "w", encoding="utf-8", newline="\n") as f:
             f.write("".join(w + "\n" for w in hf_words))
-        readme += [f"The vocabulary is sentencepiece (`{SPM_MODEL_FILE}`, Moses tokenisation first, as in "
-                   "`preprocess/`), which Hugging Face's `XLMTokenizer` cannot apply. `vocab.txt` lists the "
-                   f"model's ids in order (id i = line i + 1; mask `{MASK_SYMBOL}` = {mask_index}): encode with "
-                   "sentencepiece and map pieces through it.", ""]
+        readme += [
+            f"The vocabulary is sentencepiece (`{SPM_MODEL_FILE}`, Moses tokenisation first, as in "
+            "`preprocess/`), which Hugging Face's `XLMTokenizer` cannot apply. `vocab.txt` lists the "
+            f"model's ids in order (id i = line i + 1; mask `{MASK_SYMBOL}` = {mask_index}): encode with "
+            "sentencepiece and map pieces through it.",
+            "",
+        ]
     else:
         readme += ["No tokenizer files were found next to the checkpoint; only the weights were exported.", ""]
     with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:

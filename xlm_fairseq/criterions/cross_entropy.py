@@ -4,7 +4,6 @@ and language (``mlm_en_ppl``, ``tlm_en-de_acc``, ``bt_en-de-en_loss``, ...)."""
 import math
 
 import torch.nn.functional as F
-
 from fairseq import metrics, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 

@@ -6,7 +6,6 @@ would silently skip up to 7 test sentences. Datasets the XLM tasks hand to fairs
 batch through :func:`batch_by_size_complete`, which puts any dropped indices in a final batch."""
 
 import numpy as np
-
 from fairseq.data import data_utils
 
 

@@ -38,7 +38,9 @@ class MaskedLMConfig:
         self.word_ids = self.is_word.nonzero().flatten()
 
     @classmethod
-    def from_dictionary(cls, dictionary, mask_idx: int, mask_prob=0.15, mask_keep_rand=(0.8, 0.1, 0.1), sample_alpha=0.0):
+    def from_dictionary(
+        cls, dictionary, mask_idx: int, mask_prob=0.15, mask_keep_rand=(0.8, 0.1, 0.1), sample_alpha=0.0
+    ):
         is_word = word_flags(dictionary)
         return cls(
             mask_idx=mask_idx,
@@ -50,7 +52,9 @@ class MaskedLMConfig:
         )
 
     def with_keep_rand(self, mask_keep_rand):
-        return MaskedLMConfig(self.mask_idx, self.pad_idx, self.is_word, self.mask_prob, tuple(mask_keep_rand), self.mask_scores)
+        return MaskedLMConfig(
+            self.mask_idx, self.pad_idx, self.is_word, self.mask_prob, tuple(mask_keep_rand), self.mask_scores
+        )
 
 
 def word_flags(dictionary) -> Tensor:
@@ -64,7 +68,7 @@ def seeded_generator(seed: int, epoch: int, index: int, round_: int = 0) -> torc
     """A generator fixed by (seed, epoch, index, round): random draws of a sample or batch repeat
     exactly after a resume, whatever the data-loader workers did before. ``round_`` counts how often
     a smaller objective dataset has come round within the epoch (see ``ObjectiveZipDataset``)."""
-    return torch.Generator().manual_seed(hash((seed, epoch, int(index), int(round_))) % (2 ** 31))
+    return torch.Generator().manual_seed(hash((seed, epoch, int(index), int(round_))) % (2**31))
 
 
 def mask_scores_from_counts(counts, is_word: Tensor, alpha: float) -> Optional[Tensor]:

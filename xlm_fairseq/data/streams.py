@@ -6,7 +6,6 @@ from collections import OrderedDict
 
 import numpy as np
 import torch
-
 from fairseq.data import FairseqDataset, RoundRobinZipDatasets, TokenBlockDataset, data_utils
 
 from xlm_fairseq.errors import XLMUserError
@@ -39,7 +38,9 @@ class LMObjectiveDataset(FairseqDataset):
     perplexity, ``*_fullmask_ppl``).
     """
 
-    def __init__(self, dataset, objective: str, pad: int, lang_id=None, mask_cfg: MaskedLMConfig = None, seed=1, evaluation=False):
+    def __init__(
+        self, dataset, objective: str, pad: int, lang_id=None, mask_cfg: MaskedLMConfig = None, seed=1, evaluation=False
+    ):
         assert objective in ("mlm", "clm")
         assert objective == "clm" or mask_cfg is not None
         self.dataset = dataset
@@ -155,7 +156,9 @@ class ObjectiveZipDataset(CompleteBatchesMixin, RoundRobinZipDatasets):
         for key, dataset in self.datasets.items():
             limits = [(self.max_sizes.get(key), "subword limit")]
             if max_positions is not None:
-                limits.append((max_positions[key] if isinstance(max_positions, dict) else max_positions, "max positions"))
+                limits.append(
+                    (max_positions[key] if isinstance(max_positions, dict) else max_positions, "max positions")
+                )
             for limit, what in limits:
                 if limit is None:
                     continue

@@ -3,7 +3,6 @@ second ``</s>``, language ids per half."""
 
 import numpy as np
 import torch
-
 from fairseq.data import FairseqDataset
 
 

@@ -1,7 +1,6 @@
 """Datasets of the translation objectives: AE noise, and batches tagged with their languages."""
 
 import torch
-
 from fairseq.data import BaseWrapperDataset, LanguagePairDataset
 
 from .batching import CompleteBatchesMixin

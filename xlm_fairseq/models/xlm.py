@@ -21,10 +21,6 @@ from typing import Dict, List, Optional
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch import Tensor
-
-from omegaconf import II
-
 from fairseq.dataclass import FairseqDataclass
 from fairseq.models import (
     FairseqEncoder,
@@ -34,6 +30,8 @@ from fairseq.models import (
     register_model,
     register_model_architecture,
 )
+from omegaconf import II
+from torch import Tensor
 
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.hub import XLMHubInterface
@@ -66,7 +64,7 @@ def _keep_mask(shape, p: float, generator: Optional[torch.Generator] = None):
     keeps its expectation."""
     dropped = round(p * 65536)
     n = math.prod(shape)
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2 ** 63), None, generator=generator)
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None, generator=generator)
     return (bits.view(torch.int16)[:n] >= dropped - 32768).view(shape), 65536.0 / (65536 - dropped)
 
 
@@ -105,7 +103,7 @@ class _CPUAttentionWithDropout(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, allowed: Optional[Tensor], p: float) -> Tensor:
-        seed = int(torch.randint(0, 2 ** 62, (1,)))  # from the default generator: fairseq's --seed holds
+        seed = int(torch.randint(0, 2**62, (1,)))  # from the default generator: fairseq's --seed holds
         probs, keep, scale = _CPUAttentionWithDropout._weights(q, k, allowed, p, seed)
         ctx.save_for_backward(q, k, v, allowed)
         ctx.p, ctx.seed = p, seed
@@ -202,7 +200,7 @@ class MultiHeadAttention(nn.Module):
         if self.training and self.dropout > 0 and x.device.type == "cpu":
             if is_causal:
                 allowed = torch.ones(qlen, klen, dtype=torch.bool, device=x.device).tril()[None, None]
-            context = _CPUAttentionWithDropout.apply(q * self.head_dim ** -0.5, k, v, allowed, self.dropout)
+            context = _CPUAttentionWithDropout.apply(q * self.head_dim**-0.5, k, v, allowed, self.dropout)
         else:
             context = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=allowed, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal
@@ -266,7 +264,7 @@ class XLMTransformer(nn.Module):
         self.max_positions = max_positions
 
         self.position_embeddings = nn.Embedding(max_positions, dim)
-        nn.init.normal_(self.position_embeddings.weight, mean=0, std=dim ** -0.5)
+        nn.init.normal_(self.position_embeddings.weight, mean=0, std=dim**-0.5)
         if sinusoidal_positions:
             self.position_embeddings.weight.data.copy_(sinusoidal_embeddings(max_positions, dim))
             self.position_embeddings.weight.requires_grad = False
@@ -274,9 +272,9 @@ class XLMTransformer(nn.Module):
         self.use_lang_emb = use_lang_emb and n_langs > 1
         if self.use_lang_emb:
             self.lang_embeddings = nn.Embedding(n_langs, dim)
-            nn.init.normal_(self.lang_embeddings.weight, mean=0, std=dim ** -0.5)
+            nn.init.normal_(self.lang_embeddings.weight, mean=0, std=dim**-0.5)
         self.embeddings = nn.Embedding(n_words, dim, padding_idx=pad_index)
-        nn.init.normal_(self.embeddings.weight, mean=0, std=dim ** -0.5)
+        nn.init.normal_(self.embeddings.weight, mean=0, std=dim**-0.5)
         nn.init.constant_(self.embeddings.weight[pad_index], 0)
         self.layer_norm_emb = nn.LayerNorm(dim, eps=LAYER_NORM_EPS)
 
@@ -339,7 +337,6 @@ class XLMTransformer(nn.Module):
             x = x * keep
         return x
 
-
     @torch.inference_mode()
     def generate_greedy(
         self, src_enc: Tensor, src_padding_mask: Tensor, tgt_langs: Tensor, max_len: int, eos: int
@@ -361,8 +358,15 @@ class XLMTransformer(nn.Module):
             if step == max_len:
                 out[alive, step] = eos
                 break
-            x = self.forward(word, langs=tgt_langs, positions=torch.full_like(word, step), causal=True,
-                             src_enc=src_enc, src_padding_mask=src_padding_mask, cache=cache)
+            x = self.forward(
+                word,
+                langs=tgt_langs,
+                positions=torch.full_like(word, step),
+                causal=True,
+                src_enc=src_enc,
+                src_padding_mask=src_padding_mask,
+                cache=cache,
+            )
             scores = self.pred_layer(x[:, -1])
             scores[:, self.pad_index] = -math.inf
             if step == 0:
@@ -406,9 +410,7 @@ class XLMConfig(FairseqDataclass):
     attention_dropout: float = field(default=0.1, metadata={"help": "attention dropout (XLM --attention_dropout)"})
     max_positions: int = field(default=512, metadata={"help": "learned positions (XLM N_MAX_POSITIONS)"})
     sinusoidal_embeddings: bool = field(default=False, metadata={"help": "fixed sinusoidal positions"})
-    no_lang_emb: bool = field(
-        default=False, metadata={"help": "no language embeddings (XLM --use_lang_emb false)"}
-    )
+    no_lang_emb: bool = field(default=False, metadata={"help": "no language embeddings (XLM --use_lang_emb false)"})
     # the task's languages, saved with the model so that fairseq-generate / -interactive, which set up
     # the task from the command line, still know the language ids (no help: not a CLI option)
     langs: str = II("task.langs")
@@ -496,7 +498,9 @@ class XLMDecoder(FairseqIncrementalDecoder):
             # within the beams leaves them as they are; only when finished sentences leave the batch
             # (the order changes size) are they selected (fairseq's MultiheadAttention does the same)
             cache = {
-                k: v if v is None or (k.startswith("src") and v.size(0) == new_order.numel()) else v.index_select(0, new_order)
+                k: v
+                if v is None or (k.startswith("src") and v.size(0) == new_order.numel())
+                else v.index_select(0, new_order)
                 for k, v in cache.items()
             }
             self.set_incremental_state(incremental_state, "cache", cache)
@@ -526,8 +530,17 @@ class XLMLanguageModel(_FromPretrained, FairseqEncoderModel):
     def lm(self) -> XLMTransformer:
         return self.encoder.transformer
 
-    def forward(self, src_tokens, src_lengths=None, src_langs=None, positions=None, causal: bool = False,
-                pred_mask=None, features_only: bool = False, **kwargs):
+    def forward(
+        self,
+        src_tokens,
+        src_lengths=None,
+        src_langs=None,
+        positions=None,
+        causal: bool = False,
+        pred_mask=None,
+        features_only: bool = False,
+        **kwargs,
+    ):
         x = self.lm(src_tokens, langs=_expand_langs(src_langs, src_tokens), positions=positions, causal=causal)
         if pred_mask is not None:  # only the predicted positions go through the (large) output layer
             x = x[pred_mask]
@@ -584,8 +597,16 @@ class XLMModel(_FromPretrained, FairseqEncoderDecoderModel):
             decoder.transformer.pred_layer.proj.weight = encoder.transformer.embeddings.weight
         return cls(cfg, encoder, decoder)
 
-    def forward(self, src_tokens, src_lengths=None, prev_output_tokens=None, src_langs=None, tgt_langs=None,
-                features_only: bool = False, **kwargs):
+    def forward(
+        self,
+        src_tokens,
+        src_lengths=None,
+        prev_output_tokens=None,
+        src_langs=None,
+        tgt_langs=None,
+        features_only: bool = False,
+        **kwargs,
+    ):
         encoder_out = self.encoder(src_tokens, src_lengths, src_langs=src_langs, tgt_langs=tgt_langs)
         return self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only)
 

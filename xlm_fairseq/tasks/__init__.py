@@ -17,10 +17,12 @@ def register_task_replacing(name, dataclass):
         previous = TASK_REGISTRY.pop(name, None)
         TASK_DATACLASS_REGISTRY.pop(name, None)
         if previous is not None and previous is not cls:
-            logger.info(f"xlm_fairseq: task '{name}' now is {cls.__module__}.{cls.__name__} (was {previous.__module__}.{previous.__name__})")
+            logger.info(
+                f"xlm_fairseq: task '{name}' now is {cls.__module__}.{cls.__name__} "
+                f"(was {previous.__module__}.{previous.__name__})"
+            )
         registered = register_task(name, dataclass=dataclass)(cls)
         assert TASK_REGISTRY[name] is cls, f"could not register task {name}"
         return registered
 
     return wrap
-

@@ -6,11 +6,10 @@ from dataclasses import dataclass, field
 from typing import List, Tuple
 
 import numpy as np
-from omegaconf import II
-
 from fairseq.data import Dictionary, data_utils, indexed_dataset
 from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask
+from omegaconf import II
 
 from preprocess.langs import parse_langs
 from preprocess.layout import DICT_FILE, MASK_SYMBOL
@@ -18,6 +17,7 @@ from xlm_fairseq.data.dictionary import load_dictionary as load_dictionary_file
 from xlm_fairseq.errors import XLMUserError
 
 logger = logging.getLogger(__name__)
+
 
 def load_dictionary(data: str) -> Dictionary:
     path = os.path.join(data.split(os.pathsep)[0], DICT_FILE)
@@ -30,17 +30,27 @@ def load_dictionary(data: str) -> Dictionary:
 class XLMTaskConfig(FairseqDataclass):
     """Options both tasks share."""
 
-    data: str = field(default="", metadata={"help": "data-bin made by preprocess/ (dict.txt, {split}.{lang}, {split}.{src}-{tgt}.{lang})"})
-    langs: str = field(default="", metadata={"help": "comma-separated languages; their order fixes the language ids (XLM sorts its --lgs)"})
-    pretrained_xlm_checkpoint: str = field(default="", metadata={"help": "start from this LM (our .pt, or a converter OUT_DIR)"})
+    data: str = field(
+        default="",
+        metadata={"help": "data-bin made by preprocess/ (dict.txt, {split}.{lang}, {split}.{src}-{tgt}.{lang})"},
+    )
+    langs: str = field(
+        default="",
+        metadata={"help": "comma-separated languages; their order fixes the language ids (XLM sorts its --lgs)"},
+    )
+    pretrained_xlm_checkpoint: str = field(
+        default="", metadata={"help": "start from this LM (our .pt, or a converter OUT_DIR)"}
+    )
     max_sentence_len: int = field(
-        default=100, metadata={"help": "training sentences with more subwords than this on a side are dropped (XLM --max_len)"}
+        default=100,
+        metadata={"help": "training sentences with more subwords than this on a side are dropped (XLM --max_len)"},
     )
     step_per_objective: bool = field(
         default=False,
         metadata={
             "help": "XLM's loop: every update trains one objective, so each objective gets its own optimiser step, "
-            "--clip-norm and LR-schedule step (XLM: --clip-norm 5); default: one update = one step on the mean of all objectives"
+            "--clip-norm and LR-schedule step (XLM: --clip-norm 5); "
+            "default: one update = one step on the mean of all objectives"
         },
     )
     seed: int = II("common.seed")
@@ -111,7 +121,7 @@ class XLMTask(FairseqTask):
 
     def iteration_rng(self, iteration: int) -> np.random.RandomState:
         """The same draws on every worker and after a resume."""
-        return np.random.RandomState((self.cfg.seed * 1000003 + iteration) % (2 ** 32))
+        return np.random.RandomState((self.cfg.seed * 1000003 + iteration) % (2**32))
 
     def update_objectives(self, update_num: int) -> Tuple[List[str], int]:
         """(objective keys the update trains, in order; its iteration). Objectives of weight 0 are
@@ -133,7 +143,9 @@ class XLMTask(FairseqTask):
 
         return build_task_criterion(self, cfg)
 
-    def run_objectives(self, sample, model, criterion, keys, weights=None, optimizer=None, ignore_grad=False, batch_fn=None):
+    def run_objectives(
+        self, sample, model, criterion, keys, weights=None, optimizer=None, ignore_grad=False, batch_fn=None
+    ):
         """Loss of each objective ``key`` of ``sample`` (times its weight), back-propagated one by one
         when training (so only one objective's graph is alive at a time)."""
         total_loss, total_size, logs = 0.0, 0, {}

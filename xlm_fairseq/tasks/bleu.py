@@ -60,4 +60,6 @@ def reduce_bleu(logging_outputs) -> None:
         for metric, prefix in BLEU_SCORES.items():
             for name in BLEU_STATS:
                 metrics.log_scalar(f"_{direction}_{prefix}{name}", total(prefix + name), weight=1)
-            metrics.log_derived(f"{metric}_{direction}", lambda m, d=direction, p=prefix: corpus_bleu_from_meters(m, d, p))
+            metrics.log_derived(
+                f"{metric}_{direction}", lambda m, d=direction, p=prefix: corpus_bleu_from_meters(m, d, p)
+            )

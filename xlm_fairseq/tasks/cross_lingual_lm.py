@@ -14,9 +14,9 @@ from typing import Dict, List
 
 import numpy as np
 import torch
-
 from fairseq.data import Dictionary
 
+from preprocess.langs import parse_steps
 from xlm_fairseq.data import (
     LMObjectiveDataset,
     MaskedLMConfig,
@@ -24,7 +24,6 @@ from xlm_fairseq.data import (
     TLMPairDataset,
     stream_dataset,
 )
-from preprocess.langs import parse_steps
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks import register_task_replacing
 from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
@@ -36,12 +35,19 @@ MAX_DRAWS_PER_FAMILY = 5  # XLM's shuf_order(n=5)
 
 @dataclass
 class CrossLingualLMConfig(XLMTaskConfig):
-    mlm_steps: str = field(default="", metadata={"help": "MLM on languages (en,de) and TLM on pairs (en-de), comma-separated"})
+    mlm_steps: str = field(
+        default="", metadata={"help": "MLM on languages (en,de) and TLM on pairs (en-de), comma-separated"}
+    )
     clm_steps: str = field(default="", metadata={"help": "causal LM on these languages, comma-separated"})
     tokens_per_sample: int = field(default=256, metadata={"help": "tokens per stream block (XLM --bptt)"})
     mask_prob: float = field(default=0.15, metadata={"help": "fraction of tokens predicted (XLM --word_pred)"})
-    mask_keep_rand: str = field(default="0.8,0.1,0.1", metadata={"help": "of predicted tokens: masked, kept, random (XLM --word_mask_keep_rand)"})
-    sample_alpha: float = field(default=0.0, metadata={"help": "predict tokens with weight count^-alpha (XLM --sample_alpha); 0 = uniform"})
+    mask_keep_rand: str = field(
+        default="0.8,0.1,0.1",
+        metadata={"help": "of predicted tokens: masked, kept, random (XLM --word_mask_keep_rand)"},
+    )
+    sample_alpha: float = field(
+        default=0.0, metadata={"help": "predict tokens with weight count^-alpha (XLM --sample_alpha); 0 = uniform"}
+    )
     lg_sampling_factor: float = field(
         default=-1.0,
         metadata={
@@ -61,7 +67,7 @@ def sampling_probs(sizes: Dict[str, float], alpha: float) -> Dict[str, float]:
     keys = list(sizes)
     p = np.array([float(sizes[k]) for k in keys])
     p = p / p.sum()
-    p = p ** alpha
+    p = p**alpha
     p = p / p.sum()
     return dict(zip(keys, p))
 
@@ -86,10 +92,14 @@ class XLMCrossLingualLMTask(XLMTask):
         except ValueError:
             keep_rand = []
         if len(keep_rand) != 3 or abs(sum(keep_rand) - 1) > 1e-6 or min(keep_rand) < 0:
-            raise XLMUserError(f"--mask-keep-rand must be three non-negative numbers summing to 1, got {cfg.mask_keep_rand}")
+            raise XLMUserError(
+                f"--mask-keep-rand must be three non-negative numbers summing to 1, got {cfg.mask_keep_rand}"
+            )
         if cfg.lg_sampling_factor != -1 and cfg.lg_sampling_factor <= 0:
             raise XLMUserError(f"--lg-sampling-factor must be -1 (uniform) or > 0, got {cfg.lg_sampling_factor}")
-        self.mask_cfg = MaskedLMConfig.from_dictionary(dictionary, self.mask_idx, cfg.mask_prob, keep_rand, cfg.sample_alpha)
+        self.mask_cfg = MaskedLMConfig.from_dictionary(
+            dictionary, self.mask_idx, cfg.mask_prob, keep_rand, cfg.sample_alpha
+        )
         self.train_sizes: Dict[str, int] = {}  # objective key -> training sentences (language sampling)
 
     def objective_keys(self) -> List[str]:
@@ -122,10 +132,17 @@ class XLMCrossLingualLMTask(XLMTask):
                     continue
                 pairs = TLMPairDataset(d1, d2, self.lang2id[a], self.lang2id[b], eos, self.cfg.max_sentence_len)
                 if pairs.n_dropped:
-                    logger.info(f"{key} {split}: {pairs.n_dropped} pairs with a side over --max-sentence-len {self.cfg.max_sentence_len} dropped")
+                    logger.info(
+                        f"{key} {split}: {pairs.n_dropped} pairs with a side over "
+                        f"--max-sentence-len {self.cfg.max_sentence_len} dropped"
+                    )
                 if not len(pairs):
-                    raise XLMUserError(f"{key} {split}: no pair within --max-sentence-len {self.cfg.max_sentence_len} in {path}")
-                datasets[key] = LMObjectiveDataset(pairs, objective, pad, None, self.mask_cfg, self.cfg.seed, evaluation=split != "train")
+                    raise XLMUserError(
+                        f"{key} {split}: no pair within --max-sentence-len {self.cfg.max_sentence_len} in {path}"
+                    )
+                datasets[key] = LMObjectiveDataset(
+                    pairs, objective, pad, None, self.mask_cfg, self.cfg.seed, evaluation=split != "train"
+                )
                 size = len(pairs)
             if split == "train":
                 self.train_sizes[key] = size
@@ -172,7 +189,9 @@ class XLMCrossLingualLMTask(XLMTask):
                     raise XLMUserError("--lg-sampling-factor needs the training data loaded")
                 probs = sampling_probs({k: self.train_sizes[k] for k in keys}, self.cfg.lg_sampling_factor)
                 p = [probs[k] for k in keys]
-            plan += [keys[i] for i in rng.choice(len(keys), size=min(MAX_DRAWS_PER_FAMILY, len(keys)), replace=True, p=p)]
+            plan += [
+                keys[i] for i in rng.choice(len(keys), size=min(MAX_DRAWS_PER_FAMILY, len(keys)), replace=True, p=p)
+            ]
         return plan
 
     # ---- steps ---------------------------------------------------------------------------

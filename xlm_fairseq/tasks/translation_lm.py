@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch
-
 from fairseq import metrics, utils
 from fairseq.data import LanguagePairDataset, PrependTokenDataset
 from fairseq.data.language_pair_dataset import collate as collate_pairs
@@ -43,9 +42,6 @@ from xlm_fairseq.tasks.bleu import bleu_stats, reduce_bleu
 logger = logging.getLogger(__name__)
 
 
-# ---- schedules -------------------------------------------------------------------------------
-
-
 def lambda_schedule(value: str, option: str = "lambda") -> PiecewiseLinearFn:
     """'1' -> constant 1; '0:1,100000:0.1,300000:0' -> piecewise linear through those points, constant
     after the last (XLM's ``get_lambda_value``; fairseq's online_backtranslation schedule)."""
@@ -62,15 +58,14 @@ def lambda_schedule(value: str, option: str = "lambda") -> PiecewiseLinearFn:
     return schedule
 
 
-# ---- config ----------------------------------------------------------------------------------
-
-
 @dataclass
 class TranslationLMConfig(XLMTaskConfig):
     ae_steps: str = field(default="", metadata={"help": "denoising auto-encoding on these languages, e.g. en,de"})
     bt_steps: str = field(default="", metadata={"help": "online back-translation, e.g. en-de-en,de-en-de"})
     mt_steps: str = field(default="", metadata={"help": "supervised translation on parallel data, e.g. en-ro,ro-en"})
-    lambda_ae: str = field(default="1", metadata={"help": "AE weight: a number or a schedule like 0:1,100000:0.1,300000:0"})
+    lambda_ae: str = field(
+        default="1", metadata={"help": "AE weight: a number or a schedule like 0:1,100000:0.1,300000:0"}
+    )
     lambda_bt: str = field(default="1", metadata={"help": "BT weight (number or schedule)"})
     lambda_mt: str = field(default="1", metadata={"help": "MT weight (number or schedule)"})
     word_shuffle: float = field(default=3.0, metadata={"help": "AE noise: local shuffle distance k (0: off)"})
@@ -79,18 +74,25 @@ class TranslationLMConfig(XLMTaskConfig):
     bt_max_len_a: float = field(default=1.3, metadata={"help": "back-translation max length: a * source length + b"})
     bt_max_len_b: int = field(default=5, metadata={"help": "back-translation max length: a * source length + b"})
     valid_lang_pairs: str = field(
-        default="", metadata={"help": "directions validated (loss and BLEU) on valid parallel data; default: all trained ones"}
+        default="",
+        metadata={"help": "directions validated (loss and BLEU) on valid parallel data; default: all trained ones"},
     )
     eval_bleu: bool = field(
         default=True,
-        metadata={"help": "validation BLEU: bleu_{src}-{tgt} (sacrebleu, detokenised) and bleu_tok_{src}-{tgt} (tokenised, like XLM's multi-bleu.perl)"},
+        metadata={
+            "help": "validation BLEU: bleu_{src}-{tgt} (sacrebleu, detokenised) and "
+            "bleu_tok_{src}-{tgt} (tokenised, like XLM's multi-bleu.perl)"
+        },
     )
-    eval_bleu_print_samples: bool = field(default=False, metadata={"help": "log one hypothesis/reference per direction"})
-    source_lang: Optional[str] = field(default=None, metadata={"help": "generation source language", "argparse_alias": "-s"})
-    target_lang: Optional[str] = field(default=None, metadata={"help": "generation target language", "argparse_alias": "-t"})
-
-
-# ---- task ------------------------------------------------------------------------------------
+    eval_bleu_print_samples: bool = field(
+        default=False, metadata={"help": "log one hypothesis/reference per direction"}
+    )
+    source_lang: Optional[str] = field(
+        default=None, metadata={"help": "generation source language", "argparse_alias": "-s"}
+    )
+    target_lang: Optional[str] = field(
+        default=None, metadata={"help": "generation target language", "argparse_alias": "-t"}
+    )
 
 
 @register_task_replacing("translation_lm", dataclass=TranslationLMConfig)
@@ -156,14 +158,29 @@ class TranslationLMTask(XLMTask):
         eos = self.dictionary.eos()
         if noisy:
             src_ds = NoisyDataset(
-                src_ds, eos, self.mask_idx, self.cfg.word_shuffle, self.cfg.word_dropout, self.cfg.word_blank, self.cfg.seed
+                src_ds,
+                eos,
+                self.mask_idx,
+                self.cfg.word_shuffle,
+                self.cfg.word_dropout,
+                self.cfg.word_blank,
+                self.cfg.seed,
             )
         src_ds = PrependTokenDataset(src_ds, eos)  # XLM's encoder input: </s> w1 .. wn </s>
         pair = LanguagePairDataset(
-            src_ds, src_ds.sizes, self.dictionary, tgt_ds, tgt_ds.sizes if tgt_ds is not None else None, self.dictionary,
-            left_pad_source=False, left_pad_target=False, shuffle=True,
+            src_ds,
+            src_ds.sizes,
+            self.dictionary,
+            tgt_ds,
+            tgt_ds.sizes if tgt_ds is not None else None,
+            self.dictionary,
+            left_pad_source=False,
+            left_pad_target=False,
+            shuffle=True,
         )
-        return LangTagDataset(pair, self.lang2id[src] if src_id is None else src_id, self.lang2id[tgt] if tgt_id is None else tgt_id)
+        return LangTagDataset(
+            pair, self.lang2id[src] if src_id is None else src_id, self.lang2id[tgt] if tgt_id is None else tgt_id
+        )
 
     def direction_dataset(self, split, src, tgt):
         d_src, d_tgt, path = self._pair_datasets(split, src, tgt)
@@ -181,7 +198,7 @@ class TranslationLMTask(XLMTask):
             return
         datasets = OrderedDict()
         if split == "train":
-            for lang in OrderedDict.fromkeys(l for (l,) in self.ae_steps):
+            for lang in OrderedDict.fromkeys(step[0] for step in self.ae_steps):
                 mono = self._mono(split, lang)
                 datasets[f"ae_{lang}"] = self._pair(lang, lang, mono, mono, noisy=True)
             for a, b, c in self.bt_steps:
@@ -200,7 +217,8 @@ class TranslationLMTask(XLMTask):
                 datasets[f"mt_{a}-{b}"] = self._pair(a, b, d_src, d_tgt)
             if not datasets:
                 raise XLMUserError(
-                    f"no {split} parallel data for any of {', '.join(f'{a}-{b}' for a, b in self.valid_directions) or 'the trained directions'}"
+                    f"no {split} parallel data for any of "
+                    f"{', '.join(f'{a}-{b}' for a, b in self.valid_directions) or 'the trained directions'}"
                     " (validation needs {split}.{src}-{tgt}.*; use --disable-validation to train without)"
                 )
         for key, ds in datasets.items():
@@ -217,7 +235,12 @@ class TranslationLMTask(XLMTask):
         eos = self.dictionary.eos()
         src = [torch.cat([torch.LongTensor([eos]), t]) for t in src_tokens]
         pair = LanguagePairDataset(
-            src, [len(t) for t in src], self.dictionary, tgt_dict=self.dictionary, left_pad_source=False, constraints=constraints
+            src,
+            [len(t) for t in src],
+            self.dictionary,
+            tgt_dict=self.dictionary,
+            left_pad_source=False,
+            constraints=constraints,
         )
         return LangTagDataset(pair, self.lang2id[self.cfg.source_lang], self.lang2id[self.cfg.target_lang])
 
@@ -230,8 +253,12 @@ class TranslationLMTask(XLMTask):
                 raise XLMUserError("give the direction with -s SRC -t TGT")
             bsz = net_input["src_tokens"].size(0)
             device = net_input["src_tokens"].device
-            net_input["src_langs"] = torch.full((bsz,), self.lang2id[self.cfg.source_lang], dtype=torch.long, device=device)
-            net_input["tgt_langs"] = torch.full((bsz,), self.lang2id[self.cfg.target_lang], dtype=torch.long, device=device)
+            net_input["src_langs"] = torch.full(
+                (bsz,), self.lang2id[self.cfg.source_lang], dtype=torch.long, device=device
+            )
+            net_input["tgt_langs"] = torch.full(
+                (bsz,), self.lang2id[self.cfg.target_lang], dtype=torch.long, device=device
+            )
         return super().inference_step(generator, models, sample, prefix_tokens=prefix_tokens, constraints=constraints)
 
     # ---- model ---------------------------------------------------------------------------
@@ -261,12 +288,18 @@ class TranslationLMTask(XLMTask):
         net_input = batch["net_input"]
         src_tokens = net_input["src_tokens"]
         # SequenceGenerator's limit: a * (padded source length) + b, within the decoder's positions
-        max_len = min(int(self.cfg.bt_max_len_a * src_tokens.size(1) + self.cfg.bt_max_len_b), model.max_decoder_positions() - 1)
+        max_len = min(
+            int(self.cfg.bt_max_len_a * src_tokens.size(1) + self.cfg.bt_max_len_b), model.max_decoder_positions() - 1
+        )
         with torch.inference_mode():
             encoder_out = model.encoder(src_tokens, src_langs=net_input["src_langs"])
             mid_langs = torch.full((src_tokens.size(0),), mid_lang_id, dtype=torch.long, device=src_tokens.device)
             generated = model.decoder.transformer.generate_greedy(
-                encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0], mid_langs, max_len, self.dictionary.eos()
+                encoder_out["encoder_out"][0],
+                encoder_out["encoder_padding_mask"][0],
+                mid_langs,
+                max_len,
+                self.dictionary.eos(),
             )
         model.train(was_training)
         pad, eos = self.dictionary.pad(), self.dictionary.eos()
