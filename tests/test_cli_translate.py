@@ -32,6 +32,9 @@ UNMT_ARGS = [
     "--max-sentence-len",
     "128",
 ]
+# AE + BT over three languages; the resume test repeats the fixture's run with exactly these
+UNMT_STEPS = ["--langs", "en,de,ro", "--ae-steps", "en,de,ro", "--bt-steps", "en-de-en,de-en-de,en-ro-en,ro-en-ro"]
+UNMT_STEPS += ["--lambda-ae", "0:1,40:0.25"]
 
 
 def _load(path, data_bin, **overrides):
@@ -53,14 +56,7 @@ def unmt(pretrained, data_bin, tmp_path_factory):
         "train",
         data_bin,
         *UNMT_ARGS,
-        "--langs",
-        "en,de,ro",
-        "--ae-steps",
-        "en,de,ro",
-        "--bt-steps",
-        "en-de-en,de-en-de,en-ro-en,ro-en-ro",
-        "--lambda-ae",
-        "0:1,40:0.25",
+        *UNMT_STEPS,
         "--valid-lang-pairs",
         "en-de,de-en,en-ro,ro-en",
         "--max-update",
@@ -184,14 +180,7 @@ def test_resume_continues_the_schedule(unmt, pretrained, data_bin, tmp_path):
         "train",
         data_bin,
         *UNMT_ARGS,
-        "--langs",
-        "en,de,ro",
-        "--ae-steps",
-        "en,de,ro",
-        "--bt-steps",
-        "en-de-en,de-en-de,en-ro-en,ro-en-ro",
-        "--lambda-ae",
-        "0:1,40:0.25",
+        *UNMT_STEPS,
         "--disable-validation",
         "--max-update",
         "33",
