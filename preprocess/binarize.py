@@ -65,7 +65,8 @@ def tokenize_all(streams, line_counts, tmp, args, log) -> Dict[str, str]:
 class _PiecesBinarizer:
     """What fairseq's ``FileBinarizer`` asks of a ``Binarizer`` (``binarize_line``; fairseq itself is
     imported only once the work starts, so that bad input is refused fast): one tokenised line ->
-    dictionary ids followed by ``</s>``. The encoder is built in each worker, on first use."""
+    dictionary ids followed by ``</s>``. The encoder (line -> int32 array, ``</s>`` included) is built
+    in each worker, on first use."""
 
     def __init__(self, eos: int):
         self.eos = eos
@@ -76,10 +77,10 @@ class _PiecesBinarizer:
 
         if self._encode is None:
             self._encode = self.encoder()
-        ids = self._encode(line.rstrip("\n")) + [self.eos]
+        ids = self._encode(line.rstrip("\n"))
         summary.num_seq += 1
         summary.num_tok += len(ids)
-        return torch.IntTensor(ids)
+        return torch.from_numpy(ids)
 
     def __getstate__(self):
         return {**self.__dict__, "_encode": None}
@@ -101,8 +102,11 @@ class SentencePieceBinarizer(_PiecesBinarizer):
     def encoder(self):
         import sentencepiece as spm
 
-        sp, table = spm.SentencePieceProcessor(model_proto=self.model_proto), self.table
-        return lambda line: [table[i] for i in sp.encode(line, out_type=int)]
+        encode = spm.SentencePieceProcessor(model_proto=self.model_proto).encode
+        # one gather per line: the table's extra last entry is </s>
+        table = np.asarray(self.table + [self.eos], dtype=np.int32)
+        end = [len(self.table)]
+        return lambda line: table[encode(line, out_type=int) + end]
 
 
 class XLMBPEBinarizer(_PiecesBinarizer):
@@ -118,7 +122,8 @@ class XLMBPEBinarizer(_PiecesBinarizer):
             words = line.split()
             if self.lowercase:
                 words = [w for w in map(lowercase_and_remove_accent, words) if w]
-            return [indices.get(piece, unk) for word in words for piece in bpe.bpe(word)]
+            ids = [indices.get(piece, unk) for word in words for piece in bpe.bpe(word)]
+            return np.asarray(ids + [self.eos], dtype=np.int32)
 
         return encode
 
