@@ -75,12 +75,8 @@ def load(path, map_location="cpu"):
     except Exception as e:  # torch raises UnpicklingError wrapped in various ways
         if "weights_only" in str(e) or "Unsupported global" in str(e) or "Weights only load failed" in str(e):
             first = [line for line in str(e).splitlines() if "Unsupported" in line or "GLOBAL" in line]
-            raise UnsafeCheckpointError(
+            raise XLMUserError(
                 f"{path}: refused to load, it asks to run code that is not allowlisted "
                 f"({(first[0].strip() if first else type(e).__name__)})"
             ) from None
         raise
-
-
-class UnsafeCheckpointError(XLMUserError):
-    pass
