@@ -14,6 +14,9 @@ usage: bash recipes/quickstart.sh [--tiny] [--fresh] [--work-dir DIR] [--help]
   --fresh         delete the work directory's previous results first
   --work-dir DIR  where data-bin, checkpoints and outputs go (default: runs/quickstart[-tiny])
 
+Re-running skips the stages that finished; a work directory made in the other mode (--tiny or
+not) is refused: give another --work-dir, or --fresh.
+
 Needs the install from the README (bash scripts/setup.sh); run with .venv/bin on PATH or from the
 activated environment. Training stages are bounded in wall time (--stop-time-hours), so the final
 BLEU depends a little on the machine's speed.
