@@ -11,7 +11,7 @@ import numpy as np
 
 from preprocess.errors import UserError
 from preprocess.inputs import chunks, read_lines
-from preprocess.text import lowercase_and_remove_accent, normalize_line
+from preprocess.text import tokenize
 from preprocess.vocab import load_bpe_codes
 
 PROGRESS_EVERY = 100_000
@@ -27,13 +27,14 @@ class Log:
             sys.stderr.flush()
 
 
-def _tokenize_task(task: Tuple[str, bool, List[str]]) -> List[str]:
-    lang, ro_remove, lines = task
-    return [normalize_line(line, lang, ro_remove) for line in lines]
+def _tokenize_task(task: Tuple[str, bool, bool, List[str]]) -> List[str]:
+    lang, ro_remove, lowercase, lines = task
+    return [tokenize(line, lang, ro_remove, lowercase) for line in lines]
 
 
 def tokenize_all(streams, line_counts, tmp, args, log) -> Dict[str, str]:
-    """Every input normalised and Moses-tokenised into ``tmp/<dataset>.tok``, in input order."""
+    """Every input normalised and Moses-tokenised (the word level of the text pipeline,
+    :func:`preprocess.text.tokenize`) into ``tmp/<dataset>.tok``, in input order."""
     tok_paths = {}
     pool = multiprocessing.Pool(args.workers) if args.workers > 1 else None
     imap = pool.imap if pool is not None else map
@@ -43,7 +44,8 @@ def tokenize_all(streams, line_counts, tmp, args, log) -> Dict[str, str]:
             log(f"[1/3] normalising + tokenising {s.out} ({total:,} lines, {s.lang}) [{n}/{len(streams)}]")
             tok_path = os.path.join(tmp, f"{s.out}.tok")
             tasks = (
-                (s.lang, args.ro_remove_diacritics, chunk) for chunk in chunks(read_lines(s.path, args.utf8_errors))
+                (s.lang, args.ro_remove_diacritics, args.lowercase_and_remove_accent, chunk)
+                for chunk in chunks(read_lines(s.path, args.utf8_errors))
             )
             done = 0
             with open(tok_path, "w", encoding="utf-8", newline="\n") as out:
@@ -110,19 +112,16 @@ class SentencePieceBinarizer(_PiecesBinarizer):
 
 
 class XLMBPEBinarizer(_PiecesBinarizer):
-    def __init__(self, codes_path: str, lowercase: bool, dictionary):
+    def __init__(self, codes_path: str, dictionary):
         super().__init__(dictionary.eos())
-        self.codes_path, self.lowercase = os.path.abspath(codes_path), lowercase
+        self.codes_path = os.path.abspath(codes_path)
         self.indices, self.unk = dict(dictionary.indices), dictionary.unk()
 
     def encoder(self):
         bpe, indices, unk = load_bpe_codes(self.codes_path), self.indices, self.unk
 
         def encode(line):
-            words = line.split()
-            if self.lowercase:
-                words = [w for w in map(lowercase_and_remove_accent, words) if w]
-            ids = [indices.get(piece, unk) for word in words for piece in bpe.bpe(word)]
+            ids = [indices.get(piece, unk) for word in line.split() for piece in bpe.bpe(word)]
             return np.asarray(ids + [self.eos], dtype=np.int32)
 
         return encode

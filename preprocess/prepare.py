@@ -24,12 +24,16 @@ existing vocabulary instead.
 XLM model (converted with ``python -m xlm_fairseq.convert``) is to read: after the same Moses
 normalisation and tokenisation (and, with ``--lowercase-and-remove-accent``, XLM's lowercasing and
 accent stripping), every word is split with the fastBPE codes (``a b [count]`` per line, the
-applier of ``xlm_fairseq.hub.XLMBPETokenizer``) into pieces spelt as XLM spells them (``th@@ e``),
+applier of ``preprocess.subwords.XLMBPESubwords``) into pieces spelt as XLM spells them (``th@@ e``),
 and the pieces are looked up in DICT (pieces it lacks become ``<unk>``). DEST then holds
-``dict.txt``, ``bpe.codes`` and ``xlm_tokenizer.json`` instead of ``spm.model``/``spm.vocab``.
+``dict.txt`` and ``bpe.codes`` instead of ``spm.model``/``spm.vocab``.
+
+Either way ``text_pipeline.json`` records the pipeline (``preprocess/pipeline.py``): training copies
+it into every checkpoint, and the hub, ``fairseq-generate``/``fairseq-interactive`` and validation
+BLEU tokenise with it.
 
 Output: ``dict.txt`` (XLM's ``<special0>``..``<special9>`` first, ``<special1>`` the mask), ``spm.model``
-and ``spm.vocab`` (or ``bpe.codes`` and ``xlm_tokenizer.json``), ``{split}.{lang}.{bin,idx}``,
+and ``spm.vocab`` (or ``bpe.codes``), ``text_pipeline.json``, ``{split}.{lang}.{bin,idx}``,
 ``{split}.{a}-{b}.{lang}.{bin,idx}`` with ``a < b``, ``summary.{json,txt}`` and ``manifest.json``
 (what DEST was made from: a re-run with the same inputs and options does nothing). The file names are
 ``preprocess/layout.py``'s; every file is described in ``preprocess/README.md``.
@@ -58,6 +62,7 @@ from preprocess.files import staged_dir
 from preprocess.inputs import Stream, check_input_file, parse_streams, scan_file
 from preprocess.langs import parse_langs
 from preprocess.manifest import first_difference, outputs_intact, read_manifest, signature, summary_text, versions
+from preprocess.pipeline import PipelineSettings, file_sha256, write_settings
 from preprocess.vocab import (
     dict_pieces,
     load_bpe_codes,
@@ -228,18 +233,14 @@ def build(args, streams: List[Stream], line_counts: Dict[str, int], dest: str, w
         dictionary = load_dictionary(os.path.abspath(args.dict), "--dict")
         shutil.copyfile(args.dict, os.path.join(dest, layout.DICT_FILE))
         shutil.copyfile(args.bpe_codes, os.path.join(dest, layout.BPE_CODES_FILE))
-        with open(os.path.join(dest, layout.XLM_TOKENIZER_FILE), "w", encoding="utf-8") as f:
-            json.dump(
-                {
-                    "type": "xlm_bpe",
-                    "lowercase_and_remove_accent": bool(args.lowercase_and_remove_accent),
-                    "bpe_codes": layout.BPE_CODES_FILE,
-                },
-                f,
-                indent=2,
-            )
-            f.write("\n")
-        binarizer = XLMBPEBinarizer(args.bpe_codes, bool(args.lowercase_and_remove_accent), dictionary)
+        settings = PipelineSettings(
+            subwords="xlm_bpe",
+            subword_model=layout.BPE_CODES_FILE,
+            subword_sha256=file_sha256(os.path.join(dest, layout.BPE_CODES_FILE)),
+            ro_remove_diacritics=bool(args.ro_remove_diacritics),
+            lowercase_and_remove_accent=bool(args.lowercase_and_remove_accent),
+        )
+        binarizer = XLMBPEBinarizer(args.bpe_codes, dictionary)
         subwords = {"bpe_codes": len(bpe.ranks)}
     else:
         if args.spm_model:
@@ -256,9 +257,16 @@ def build(args, streams: List[Stream], line_counts: Dict[str, int], dest: str, w
         with open(os.path.join(dest, layout.SPM_MODEL_FILE), "wb") as f:
             f.write(model_proto)
         write_spm_vocab(sp, os.path.join(dest, layout.SPM_VOCAB_FILE))
+        settings = PipelineSettings(
+            subwords="sentencepiece",
+            subword_model=layout.SPM_MODEL_FILE,
+            subword_sha256=file_sha256(os.path.join(dest, layout.SPM_MODEL_FILE)),
+            ro_remove_diacritics=bool(args.ro_remove_diacritics),
+        )
         binarizer = SentencePieceBinarizer(model_proto, dictionary)
         subwords = {"spm_vocab_size": sp.get_piece_size()}
 
+    write_settings(dest, settings)
     stats, counts = binarize_all(streams, line_counts, tok_paths, dest, binarizer, dictionary, args, log)
     if pieces is not None:  # the real counts of the train data
         write_dict(os.path.join(dest, layout.DICT_FILE), pieces, {p: int(counts[dictionary.index(p)]) for p in pieces})

@@ -1,15 +1,12 @@
 """The text pipeline's subwords: sentencepiece (our data-bins) or XLM's fastBPE codes (released
-models), and the pipeline a data-bin or model directory describes. Pure Python; no torch or fairseq.
+models). Pure Python; no torch or fairseq. Both split Moses-tokenised text into the pieces of
+``dict.txt`` and join pieces back into tokenised text; :mod:`preprocess.pipeline` puts the words
+before them."""
 
-Both pipelines give the pieces of ``dict.txt`` for a line of text and join pieces back to text."""
-
-import json
 import os
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Sequence, Tuple
 
-from preprocess import layout
 from preprocess.errors import UserError
-from preprocess.text import detokenize, lowercase_and_remove_accent, normalize_line
 
 Merge = Tuple[str, str, int]
 
@@ -88,81 +85,38 @@ class XLMBPE:
         return pieces
 
 
-class XLMBPETokenizer(XLMBPE):
-    """XLM's ``tools/tokenize.sh`` as Hugging Face's ``XLMTokenizer`` runs it (non-printing
-    characters deleted, Romanian diacritics removed as for XLM's en-ro model), optional lowercasing
-    and accent removal, then fastBPE."""
+class XLMBPESubwords(XLMBPE):
+    """Subwords from XLM's fastBPE codes file: ``th@@ e``."""
 
     kind = "xlm_bpe"
 
-    def __init__(self, codes_path: str, lowercase: bool = True):
+    def __init__(self, codes_path: str):
         super().__init__(read_bpe_codes(codes_path))
-        self.lowercase = lowercase
 
-    def words(self, text: str, lang: str) -> List[str]:
-        words = normalize_line(text, lang, ro_remove_diacritics=True, non_printing="").split()
-        if self.lowercase:
-            words = [lowercase_and_remove_accent(w) for w in words]
-        return [w for w in words if w]
+    def split(self, tokenized: str) -> List[str]:
+        return [p for w in tokenized.split() for p in self.bpe(w)]
 
-    def pieces(self, text: str, lang: str) -> List[str]:
-        return [p for w in self.words(text, lang) for p in self.bpe(w)]
-
-    def detokenize(self, pieces: Sequence[str], lang: str) -> str:
+    def join(self, pieces: Sequence[str]) -> str:
         text = " ".join(pieces).replace("@@ ", "")
-        if text.endswith("@@"):
-            text = text[:-2]
-        return detokenize(text, lang)
+        return text[:-2] if text.endswith("@@") else text
 
 
-class SentencePieceTokenizer:
-    """``preprocess/``'s pipeline (:func:`preprocess.text.normalize_line`), then sentencepiece."""
+class SentencePieceSubwords:
+    """Subwords from a sentencepiece model (``preprocess/``'s data-bins): ``▁th e``."""
 
-    kind = "spm"
+    kind = "sentencepiece"
 
-    def __init__(self, spm_path: str, ro_remove_diacritics: bool = False):
+    def __init__(self, spm_path: str):
         import sentencepiece as spm
 
         self.sp = spm.SentencePieceProcessor(model_file=spm_path)
-        self.ro_remove_diacritics = ro_remove_diacritics
 
-    def words(self, text: str, lang: str) -> List[str]:
-        return normalize_line(text, lang, self.ro_remove_diacritics).split()
+    def split(self, tokenized: str) -> List[str]:
+        return list(self.sp.encode(tokenized, out_type=str)) if tokenized.strip() else []
 
-    def pieces(self, text: str, lang: str) -> List[str]:
-        words = self.words(text, lang)
-        return list(self.sp.encode(" ".join(words), out_type=str)) if words else []
-
-    def detokenize(self, pieces: Sequence[str], lang: str) -> str:
-        return detokenize(self.sp.decode_pieces(list(pieces)), lang)
+    def join(self, pieces: Sequence[str]) -> str:
+        # as fairseq's post_process("sentencepiece"): any string is a piece (an <unk> marker too)
+        return "".join(pieces).replace("\u2581", " ").strip()
 
 
-def _read_json(path: str) -> dict:
-    if not os.path.isfile(path):
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def tokenizer_from_dirs(dirs: Sequence[Optional[str]]):
-    """The text pipeline of the first directory that describes one (``spm.model``, or
-    ``bpe.codes`` with ``xlm_tokenizer.json``), or None."""
-    for d in dict.fromkeys(x for x in dirs if x):
-        info = _read_json(os.path.join(d, layout.XLM_TOKENIZER_FILE))
-        spm_path = os.path.join(d, layout.SPM_MODEL_FILE)
-        if os.path.isfile(spm_path) and info.get("type", "spm") == "spm":
-            options = _read_json(os.path.join(d, layout.MANIFEST_FILE)).get("options")
-            ro_remove = bool(options.get("ro_remove_diacritics", False)) if isinstance(options, dict) else False
-            return SentencePieceTokenizer(spm_path, ro_remove)
-        codes = os.path.join(d, info.get("bpe_codes") or layout.BPE_CODES_FILE)
-        if os.path.isfile(codes):
-            return XLMBPETokenizer(codes, bool(info.get("lowercase_and_remove_accent", True)))
-        if info.get("type") == "xlm_bpe":
-            raise UserError(
-                f"{d}: no {layout.BPE_CODES_FILE}; copy the model's released BPE codes file there (see its README.md)"
-            )
-    return None
+SUBWORD_MODELS = {XLMBPESubwords.kind: XLMBPESubwords, SentencePieceSubwords.kind: SentencePieceSubwords}

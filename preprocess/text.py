@@ -60,18 +60,30 @@ def _moses_detokenizer(lang: str):
     return MosesDetokenizer(lang=lang)
 
 
-def normalize_line(line: str, lang: str, ro_remove_diacritics: bool = False, non_printing: str = " ") -> str:
-    """Normalise and Moses-tokenise one line of language ``lang`` (no trailing newline): Moses
-    punctuation normalisation, non-printing characters -> ``non_printing``, Romanian normalisation
-    (``ro``), Moses tokenisation without escaping."""
+def normalize_line(line: str, lang: str, ro_remove_diacritics: bool = False) -> str:
+    """Normalise and Moses-tokenise one line of language ``lang`` (no trailing newline): XLM's
+    ``tools/tokenize.sh`` and WMT16's Romanian scripts: unicode punctuation replaced, Moses
+    punctuation normalisation, non-printing characters -> space (Moses'
+    ``remove-non-printing-char.perl``), Romanian normalisation (``ro``), Moses tokenisation without
+    escaping."""
     punct, tokenizer = _moses(base_lang(lang))
-    line = remove_non_printing(punct.normalize(line), non_printing)
+    line = remove_non_printing(punct.normalize(line))
     if base_lang(lang) == "ro":
         line = remove_romanian_diacritics(line) if ro_remove_diacritics else normalize_romanian(line)
     line = " ".join(line.split())
     if not line:
         return ""
     return tokenizer.tokenize(line, escape=False, return_str=True)
+
+
+def tokenize(line: str, lang: str, ro_remove_diacritics: bool = False, lowercase: bool = False) -> str:
+    """The word level of the text pipeline: :func:`normalize_line`, then (for models trained so,
+    like XLM's XNLI-15) :func:`lowercase_and_remove_accent` word by word. Subwords come next
+    (:mod:`preprocess.subwords`)."""
+    line = normalize_line(line, lang, ro_remove_diacritics)
+    if lowercase and line:
+        line = " ".join(w for w in map(lowercase_and_remove_accent, line.split()) if w)
+    return line
 
 
 def normalize_and_tokenize(

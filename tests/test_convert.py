@@ -232,14 +232,17 @@ def test_converted_dir_layout(hf_case):
     from fairseq.data import Dictionary
 
     out = hf_case["out"]
-    assert sorted(os.listdir(out)) == ["README.md", "bpe.codes", "dict.txt", "model.pt", "xlm_tokenizer.json"]
+    assert sorted(os.listdir(out)) == ["README.md", "bpe.codes", "dict.txt", "model.pt", "text_pipeline.json"]
     assert checkpoint_langs(out) == "en,de"  # the language list is stored once, with the model
     d = Dictionary.load(os.path.join(out, "dict.txt"))
     assert len(d) == VOCAB_SIZE[0]
     assert d.symbols[:4] == ["<s>", "<pad>", "</s>", "<unk>"] and d.symbols[4:14] == SPECIALS[4:]
     assert d.index("the") > 13 and "th@@" in d.indices  # fastBPE spelling
-    info = json.load(open(os.path.join(out, "xlm_tokenizer.json")))
-    assert info == {"type": "xlm_bpe", "lowercase_and_remove_accent": True, "bpe_codes": "bpe.codes"}
+    info = json.load(open(os.path.join(out, "text_pipeline.json")))
+    assert info["subwords"] == "xlm_bpe" and info["subword_model"] == "bpe.codes" and info["subword_sha256"]
+    assert info["lowercase_and_remove_accent"] is True and info["ro_remove_diacritics"] is True
+    # the checkpoint carries the same settings (fairseq's task_state), as a training checkpoint does
+    assert safe_load.load(os.path.join(out, "model.pt"))["task_state"]["text_pipeline"] == info
     merges = open(os.path.join(hf_case["hf_dir"], "merges.txt")).read()
     assert open(os.path.join(out, "bpe.codes")).read() == merges
     cfg = safe_load.load(os.path.join(out, "model.pt"))["cfg"]
@@ -306,7 +309,7 @@ def test_xlm_pth_without_codes_gets_readme(hf_case, tmp_path):
     assert not os.path.exists(os.path.join(out, "bpe.codes"))
     readme = open(os.path.join(out, "README.md")).read()
     assert "bpe.codes" in readme and "Missing" in readme
-    assert json.load(open(os.path.join(out, "xlm_tokenizer.json")))["bpe_codes"] is None
+    assert json.load(open(os.path.join(out, "text_pipeline.json")))["subword_sha256"] is None
 
 
 def test_export_hf_roundtrip(hf_case, tmp_path):

@@ -112,12 +112,13 @@ def test_text_pipeline_imports_without_torch_and_fairseq(tmp_path):
         ["torch", "fairseq", "xlm_fairseq", "numpy"],
         f"""
         import preprocess
-        from preprocess.subwords import XLMBPETokenizer
+        from preprocess.pipeline import PipelineSettings, TextPipeline
         from preprocess.text import normalize_line
         quoted = normalize_line("„Das ist“ – gut…", "de")
         assert quoted == '" Das ist " - gut ...', quoted
         assert normalize_line("Şi ţară", "ro", ro_remove_diacritics=True) == "Si tara"
-        assert XLMBPETokenizer({str(codes)!r}, lowercase=True).pieces("Word de", "en") == ["wor@@", "d", "de"]
+        settings = PipelineSettings("xlm_bpe", "codes", lowercase_and_remove_accent=True)
+        assert TextPipeline(settings, {str(codes)!r}).pieces("Word de", "en") == ["wor@@", "d", "de"]
         assert "torch" not in sys.modules and "fairseq" not in sys.modules
         print("ok")
     """,

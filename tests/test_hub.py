@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_convert import CORPUS, make_hf_dir  # noqa: E402
 
 import xlm_fairseq  # noqa: E402,F401
-from preprocess.subwords import XLMBPETokenizer  # noqa: E402
+from preprocess.subwords import XLMBPESubwords  # noqa: E402
 from xlm_fairseq import convert  # noqa: E402
 from xlm_fairseq.errors import XLMUserError  # noqa: E402
 from xlm_fairseq.hub import XLMHubInterface  # noqa: E402
@@ -118,7 +118,7 @@ def test_pieces_match_hf_tokenizer(xlm, bpe_dir):
 def test_bpe_merges_lowest_rank_first(tmp_path):
     codes = tmp_path / "codes"
     codes.write_text("a b 9\nb c</w> 8\nab c</w> 7\n")
-    bpe = XLMBPETokenizer(str(codes))
+    bpe = XLMBPESubwords(str(codes))
     assert bpe.bpe("abc") == ["abc"]  # a b (rank 0) first, then ab c</w>
     assert bpe.bpe("bc") == ["bc"]
     assert bpe.bpe("cab") == ["c@@", "a@@", "b"]  # 'b' is word-final: 'b</w>', no rank for (a, b</w>)
@@ -187,7 +187,7 @@ def test_missing_codes_is_a_clear_error(bpe_dir, tmp_path):
 
 def test_spm_checkpoint(spm_dir):
     hub = XLMModel.from_pretrained(spm_dir, checkpoint_file="checkpoint_best.pt")
-    assert hub.langs == ["en", "de"] and hub.tokenizer.kind == "spm"
+    assert hub.langs == ["en", "de"] and hub.tokenizer.kind == "sentencepiece"
     text = "die katze sitzt auf der matte, hier."  # no lowercasing here: the corpus is lowercase
     tokens = hub.encode(text, "de")
     assert hub.dictionary.unk() not in tokens.tolist()

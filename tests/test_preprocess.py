@@ -4,6 +4,7 @@ The end-to-end build uses the shipped sample corpus (recipes/data); the other bu
 slices of it copied into tmp_path. Every CLI run is a subprocess of ``python -m preprocess.prepare``.
 """
 
+import hashlib
 import json
 import os
 import subprocess
@@ -161,7 +162,15 @@ def test_sample_corpus_shipped():
 def test_output_layout(sample_bin):
     dest, result = sample_bin
     names = set(os.listdir(dest))
-    expected = {"dict.txt", "spm.model", "spm.vocab", "summary.json", "summary.txt", "manifest.json"}
+    expected = {
+        "dict.txt",
+        "spm.model",
+        "spm.vocab",
+        "text_pipeline.json",
+        "summary.json",
+        "summary.txt",
+        "manifest.json",
+    }
     for ds in SAMPLE_DATASETS:
         expected |= {f"{ds}.bin", f"{ds}.idx"}
     assert names == expected
@@ -476,12 +485,19 @@ def test_bpe_codes(tmp_path):
     assert decoded(dest, "train.de") == ["the"]
 
     names = set(os.listdir(dest))
-    assert {"dict.txt", "bpe.codes", "xlm_tokenizer.json", "train.en.bin", "manifest.json"} <= names
+    assert {"dict.txt", "bpe.codes", "text_pipeline.json", "train.en.bin", "manifest.json"} <= names
     assert not names & {"spm.model", "spm.vocab"}
     assert (dest / "dict.txt").read_bytes() == dictionary.read_bytes()  # copied as is
     assert (dest / "bpe.codes").read_bytes() == codes.read_bytes()
-    tokenizer = json.loads((dest / "xlm_tokenizer.json").read_text(encoding="utf-8"))
-    assert tokenizer == {"type": "xlm_bpe", "lowercase_and_remove_accent": False, "bpe_codes": "bpe.codes"}
+    pipeline = json.loads((dest / "text_pipeline.json").read_text(encoding="utf-8"))
+    assert pipeline == {
+        "format": 1,
+        "subwords": "xlm_bpe",
+        "subword_model": "bpe.codes",
+        "subword_sha256": hashlib.sha256(codes.read_bytes()).hexdigest(),
+        "ro_remove_diacritics": False,
+        "lowercase_and_remove_accent": False,
+    }
     assert json.loads((dest / "manifest.json").read_text(encoding="utf-8"))["options"]["langs"] == ["en", "de"]
     summary = json.loads((dest / "summary.json").read_text(encoding="utf-8"))
     assert summary["vocab"]["bpe_codes"] == 5
@@ -503,7 +519,7 @@ def test_bpe_codes(tmp_path):
     result = prepare(lower, *args, "--lowercase-and-remove-accent", "--quiet")
     assert result.returncode == 0, result.stderr
     assert decoded(lower, "train.en") == ["the th@@ ing i@@ s o@@ th@@ e@@ <unk> .", "", "o@@ o"]
-    assert json.loads((lower / "xlm_tokenizer.json").read_text(encoding="utf-8"))["lowercase_and_remove_accent"]
+    assert json.loads((lower / "text_pipeline.json").read_text(encoding="utf-8"))["lowercase_and_remove_accent"]
 
     # other codes: DEST is out of date and refused without --force
     codes.write_text(TINY_CODES + "o th 50\n", encoding="utf-8")

@@ -34,7 +34,6 @@ from torch import Tensor
 
 from preprocess import layout
 from preprocess.errors import UserError
-from preprocess.subwords import tokenizer_from_dirs
 from xlm_fairseq import safe_load
 from xlm_fairseq.errors import XLMUserError
 
@@ -58,6 +57,31 @@ def _torch_loads_weights_only() -> bool:
     return (major, minor) >= (2, 6) and not forced_off
 
 
+def is_translation_model(model) -> bool:
+    return getattr(model, "decoder", None) is not None
+
+
+def load_checkpoint(model_name_or_path, checkpoint_file=layout.MODEL_FILE, data_name_or_path=".", **kwargs):
+    """fairseq's ``hub_utils.from_pretrained`` for one checkpoint, read safely: (its dict of
+    args/task/models, the model directory)."""
+    path = str(model_name_or_path)
+    if os.path.isfile(path):
+        path, checkpoint_file = os.path.dirname(os.path.abspath(path)), os.path.basename(path)
+    path = os.path.abspath(path)
+    if not os.path.isdir(path):
+        raise XLMUserError(f"{model_name_or_path}: no such model directory or checkpoint file")
+    for name in checkpoint_file.split(os.pathsep):
+        if not os.path.isfile(os.path.join(path, name)):
+            raise XLMUserError(f"{os.path.join(path, name)}: no such checkpoint")
+        if not _torch_loads_weights_only():
+            # fairseq calls torch.load with torch's default, which unpickles anything before 2.6
+            safe_load.load(os.path.join(path, name))
+    x = hub_utils.from_pretrained(path, checkpoint_file, data_name_or_path, **kwargs)
+    if len(x["models"]) != 1:
+        raise XLMUserError(f"{checkpoint_file}: give one checkpoint, not an ensemble")
+    return x, path
+
+
 class XLMHubInterface(nn.Module):
     """A loaded XLM LM with its dictionary, languages and text pipeline. Eval mode, no gradients."""
 
@@ -71,13 +95,11 @@ class XLMHubInterface(nn.Module):
         self.lang2id: Dict[str, int] = {lang: i for i, lang in enumerate(self.langs)}
         self.dictionary = task.source_dictionary
         self.mask_idx = task.mask_idx
-        data = getattr(getattr(cfg, "task", None), "data", None)
-        data_dir = str(data).split(os.pathsep)[0] if data else None
-        self._tokenizer_dirs = [model_dir, data_dir]
+        self._tokenizer_dirs = [d for d in (model_dir, task.data_dir) if d]
         self._tokenizer = None
         self._tokenizer_error: Optional[str] = None
         try:
-            self._tokenizer = tokenizer_from_dirs(self._tokenizer_dirs)
+            self._tokenizer = task.text_pipeline([model_dir] if model_dir else [])
         except UserError as e:
             self._tokenizer_error = str(e)
         self.eval()
@@ -87,27 +109,16 @@ class XLMHubInterface(nn.Module):
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file=layout.MODEL_FILE, data_name_or_path=".", **kwargs):
         """``model_name_or_path``: a directory holding ``checkpoint_file`` and ``dict.txt`` (a
-        converter OUT_DIR, or a training checkpoint directory beside a data-bin's dict.txt/spm.model);
-        a checkpoint file path also works. kwargs override checkpoint options (``data=...``)."""
-        path = str(model_name_or_path)
-        if os.path.isfile(path):
-            path, checkpoint_file = os.path.dirname(os.path.abspath(path)), os.path.basename(path)
-        path = os.path.abspath(path)
-        for name in checkpoint_file.split(os.pathsep):
-            if not os.path.isfile(os.path.join(path, name)):
-                raise XLMUserError(f"{os.path.join(path, name)}: no such checkpoint")
-            if not _torch_loads_weights_only():
-                # fairseq calls torch.load with torch's default, which unpickles anything before 2.6
-                safe_load.load(os.path.join(path, name))
-        x = hub_utils.from_pretrained(path, checkpoint_file, data_name_or_path, **kwargs)
-        models = x["models"]
-        if len(models) != 1:
-            raise XLMUserError(f"{checkpoint_file}: give one checkpoint, not an ensemble")
-        if getattr(models[0], "decoder", None) is not None:
+        converter OUT_DIR, a model dir made by ``xlm_fairseq.export``, or a training checkpoint
+        directory beside a data-bin's files); a checkpoint file path also works. kwargs override
+        checkpoint options (``data=...``). Refuses a translation model (see :func:`from_pretrained`)."""
+        x, path = load_checkpoint(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+        if is_translation_model(x["models"][0]):
             raise XLMUserError(
-                f"{checkpoint_file}: a translation model; XLMHubInterface serves cross_lingual_lm models"
+                f"{checkpoint_file}: a translation model (translation_lm); load it with XLMModel.from_pretrained "
+                "or XLMTranslationHubInterface.from_pretrained, which translate"
             )
-        return cls(x["args"], x["task"], models[0], model_dir=path)
+        return cls(x["args"], x["task"], x["models"][0], model_dir=path)
 
     # ---- helpers ----------------------------------------------------------------------------
 
@@ -120,9 +131,7 @@ class XLMHubInterface(nn.Module):
         if self._tokenizer is None:
             raise XLMUserError(
                 self._tokenizer_error
-                or f"no text pipeline: none of {layout.SPM_MODEL_FILE}, "
-                f"{layout.BPE_CODES_FILE} in "
-                f"{', '.join(d for d in self._tokenizer_dirs if d)}"
+                or f"no text pipeline: no {layout.PIPELINE_FILE} in {', '.join(self._tokenizer_dirs)}"
             )
         return self._tokenizer
 

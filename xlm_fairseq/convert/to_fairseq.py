@@ -2,7 +2,6 @@
 checkpoint built the way fairseq builds one, with its dict.txt, BPE codes and text pipeline."""
 
 import contextlib
-import json
 import logging
 import os
 import warnings
@@ -10,7 +9,8 @@ from typing import Dict, List, Optional
 
 import torch
 
-from preprocess.layout import BPE_CODES_FILE, DICT_FILE, MODEL_FILE, XLM_TOKENIZER_FILE
+from preprocess.layout import BPE_CODES_FILE, DICT_FILE, MODEL_FILE, PIPELINE_FILE
+from preprocess.pipeline import PipelineSettings, file_sha256, write_settings
 from preprocess.subwords import write_bpe_codes
 from xlm_fairseq.convert.out_dir import staged_out_dir
 from xlm_fairseq.convert.source import XLMSource, swap_permutation
@@ -175,6 +175,21 @@ def write_fairseq_dir(source: XLMSource, out_dir: str, force: bool = False) -> s
                 f"{source.path}: the task's dictionary has {len(task.source_dictionary)} entries, the model {n_words}"
             )
         model.load_state_dict(_lm_state_for(model, weights, source.path), strict=True)
+
+        have_codes = source.codes is not None
+        if have_codes:
+            with open(os.path.join(tmp, BPE_CODES_FILE), "w", encoding="utf-8", newline="\n") as f:
+                write_bpe_codes(source.codes, f)
+        # XLM's get-data-nmt.sh strips Romanian diacritics (WMT16's scripts); it applies to ro only
+        settings = PipelineSettings(
+            subwords="xlm_bpe",
+            subword_model=BPE_CODES_FILE,
+            subword_sha256=file_sha256(os.path.join(tmp, BPE_CODES_FILE)) if have_codes else None,
+            ro_remove_diacritics=True,
+            lowercase_and_remove_accent=bool(source.lowercase),
+        )
+        write_settings(tmp, settings)
+
         cfg_dict = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
         cfg_dict["task"]["data"] = final
         checkpoint = {
@@ -186,24 +201,9 @@ def write_fairseq_dir(source: XLMSource, out_dir: str, force: bool = False) -> s
                 {"criterion_name": "XLMCriterion", "optimizer_name": "none", "lr_scheduler_state": {}, "num_updates": 0}
             ],
             "extra_state": {},
+            "task_state": {"text_pipeline": settings.to_dict()},  # as a training checkpoint carries it
         }
         torch_persistent_save(checkpoint, os.path.join(tmp, MODEL_FILE))
-
-        have_codes = source.codes is not None
-        if have_codes:
-            with open(os.path.join(tmp, BPE_CODES_FILE), "w", encoding="utf-8", newline="\n") as f:
-                write_bpe_codes(source.codes, f)
-        with open(os.path.join(tmp, XLM_TOKENIZER_FILE), "w", encoding="utf-8") as f:
-            json.dump(
-                {
-                    "type": "xlm_bpe",
-                    "lowercase_and_remove_accent": bool(source.lowercase),
-                    "bpe_codes": BPE_CODES_FILE if have_codes else None,
-                },
-                f,
-                indent=2,
-            )
-            f.write("\n")
         _write_fairseq_readme(tmp, source, have_codes)
     return final
 
@@ -220,7 +220,7 @@ def _write_fairseq_readme(tmp: str, source: XLMSource, have_codes: bool):
         f"language embeddings {'on' if source.use_lang_emb else 'off'}.",
         "",
         f"Files: `{MODEL_FILE}` (fairseq checkpoint, `--task cross_lingual_lm --arch xlm_transformer`), "
-        f"`{DICT_FILE}`, `{XLM_TOKENIZER_FILE}`" + (f", `{BPE_CODES_FILE}`." if have_codes else "."),
+        f"`{DICT_FILE}`, `{PIPELINE_FILE}`" + (f", `{BPE_CODES_FILE}`." if have_codes else "."),
         "",
         "Use: `xlm_fairseq.models.xlm.XLMModel.from_pretrained(THIS_DIR)` or `--pretrained-xlm-checkpoint THIS_DIR`.",
         "",

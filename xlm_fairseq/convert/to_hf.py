@@ -13,8 +13,8 @@ from preprocess.layout import (
     MASK_SYMBOL,
     MODEL_FILE,
     SPM_MODEL_FILE,
-    XLM_TOKENIZER_FILE,
 )
+from preprocess.pipeline import read_settings
 from preprocess.subwords import parse_bpe_codes, write_bpe_codes
 from xlm_fairseq.convert.out_dir import check_out_dir, staged_out_dir
 from xlm_fairseq.convert.source import _is_xlm_pth, _load_checkpoint, swap_permutation, xlm_word_to_hf_token
@@ -151,9 +151,9 @@ def _write_hf_tokenizer(tmp, hf_words, dict_dir, ckpt_dir, lang2id, mask_index):
     codes_path = None
     spm_path = None
     for d in dict.fromkeys([ckpt_dir, dict_dir]):
-        if not tok_info and os.path.isfile(os.path.join(d, XLM_TOKENIZER_FILE)):
-            with open(os.path.join(d, XLM_TOKENIZER_FILE), encoding="utf-8") as f:
-                tok_info = json.load(f)
+        if not tok_info:
+            settings = read_settings(d)
+            tok_info = settings.to_dict() if settings is not None else {}
         if codes_path is None and os.path.isfile(os.path.join(d, BPE_CODES_FILE)):
             codes_path = os.path.join(d, BPE_CODES_FILE)
         if spm_path is None and os.path.isfile(os.path.join(d, SPM_MODEL_FILE)):
@@ -165,7 +165,7 @@ def _write_hf_tokenizer(tmp, hf_words, dict_dir, ckpt_dir, lang2id, mask_index):
         f"(ids: {json.dumps(lang2id)}) as XLM expects.",
         "",
     ]
-    if tok_info.get("type") == "xlm_bpe" or (codes_path and not spm_path):
+    if tok_info.get("subwords") == "xlm_bpe" or (codes_path and not spm_path):
         vocab = {xlm_word_to_hf_token(w): i for i, w in enumerate(hf_words)}
         with open(os.path.join(tmp, "vocab.json"), "w", encoding="utf-8") as f:
             json.dump(vocab, f, ensure_ascii=False, indent=2)

@@ -34,7 +34,8 @@ from omegaconf import II
 from torch import Tensor
 
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.hub import XLMHubInterface
+from xlm_fairseq.hub import XLMHubInterface, is_translation_model, load_checkpoint
+from xlm_fairseq.translation_hub import XLMTranslationHubInterface
 
 LAYER_NORM_EPS = 1e-12  # XLM's value; torch's default 1e-5 would change outputs of converted models
 LM_PREFIX = "encoder.transformer."  # where the pretrained LM's parameters sit in a checkpoint's state dict
@@ -512,8 +513,13 @@ class XLMDecoder(FairseqIncrementalDecoder):
 class _FromPretrained:
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
-        """A loaded model with its dictionary and text pipeline: :class:`xlm_fairseq.hub.XLMHubInterface`."""
-        return XLMHubInterface.from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+        """A loaded model with its dictionary and text pipeline, in the hub of its kind: a pretrained
+        LM as :class:`xlm_fairseq.hub.XLMHubInterface` (features, fill_mask), a translation model as
+        :class:`xlm_fairseq.translation_hub.XLMTranslationHubInterface` (translate)."""
+        x, path = load_checkpoint(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+        if is_translation_model(x["models"][0]):
+            return XLMTranslationHubInterface(x["args"], x["task"], x["models"], model_dir=path)
+        return XLMHubInterface(x["args"], x["task"], x["models"][0], model_dir=path)
 
 
 class XLMLanguageModel(_FromPretrained, FairseqEncoderModel):
@@ -553,7 +559,7 @@ class XLMModel(_FromPretrained, FairseqEncoderDecoderModel):
 
     ``build_model`` gives this class for tasks whose ``builds_decoder`` is set (``translation_lm``)
     and :class:`XLMLanguageModel` otherwise, so that checkpoints of either kind name one
-    architecture. ``XLMModel.from_pretrained(dir)`` returns a :class:`xlm_fairseq.hub.XLMHubInterface`.
+    architecture. ``XLMModel.from_pretrained(dir)`` returns the hub of the checkpoint's kind.
     """
 
     def __init__(self, cfg, encoder: XLMEncoder, decoder: XLMDecoder):

@@ -3,7 +3,7 @@
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import List, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 from fairseq.data import Dictionary, data_utils, indexed_dataset
@@ -13,6 +13,7 @@ from omegaconf import II
 
 from preprocess.langs import parse_langs
 from preprocess.layout import DICT_FILE, MASK_SYMBOL
+from preprocess.pipeline import PipelineSettings, TextPipeline, load_pipeline, read_settings
 from xlm_fairseq.data.dictionary import load_dictionary as load_dictionary_file
 from xlm_fairseq.errors import XLMUserError
 
@@ -74,6 +75,50 @@ class XLMTask(FairseqTask):
         self.dictionary = dictionary
         self.set_langs(cfg.langs)
         self.mask_idx = dictionary.index(MASK_SYMBOL)
+        # the data-bin's text pipeline, saved in every checkpoint (fairseq's task_state) and put
+        # back by fairseq when a checkpoint is loaded, so that a model keeps its own pipeline
+        self.state.add_factory("text_pipeline", self._data_pipeline_settings)
+        self._pipeline_cache = None
+
+    @property
+    def data_dir(self) -> str:
+        return self.cfg.data.split(os.pathsep)[0]
+
+    def _data_pipeline_settings(self) -> Optional[dict]:
+        settings = read_settings(self.data_dir) if os.path.isdir(self.data_dir) else None
+        return settings.to_dict() if settings is not None else None
+
+    def text_pipeline(self, model_dirs: Sequence[str] = ()) -> Optional[TextPipeline]:
+        """The model's text pipeline (``preprocess/pipeline.py``), its subword model looked up in
+        ``model_dirs``, then the data-bin; None for a data-bin that describes none."""
+        stored = self.state.text_pipeline
+        key = (repr(stored), tuple(model_dirs))
+        if self._pipeline_cache is None or self._pipeline_cache[0] != key:
+            settings = PipelineSettings.from_dict(stored, "the checkpoint's text pipeline") if stored else None
+            self._pipeline_cache = (key, load_pipeline([*model_dirs, self.data_dir], settings))
+        return self._pipeline_cache[1]
+
+    def build_tokenizer(self, cfg):
+        """Without ``--tokenizer`` (or with ``--tokenizer xlm``): the words of the model's own
+        pipeline, so fairseq-interactive/-generate tokenise as preprocess/ did."""
+        from xlm_fairseq.data.encoders import XLMWordTokenizer
+
+        if cfg is not None and getattr(cfg, "_name", None) not in (None, XLMWordTokenizer.name):
+            return super().build_tokenizer(cfg)
+        pipeline = self.text_pipeline()
+        if pipeline is None:
+            return None
+        source, target = getattr(self.cfg, "source_lang", None), getattr(self.cfg, "target_lang", None)
+        return XLMWordTokenizer.for_pipeline(pipeline, source, target)
+
+    def build_bpe(self, cfg):
+        """Without ``--bpe`` (or with ``--bpe xlm``): the subwords of the model's own pipeline."""
+        from xlm_fairseq.data.encoders import XLMSubwords
+
+        if cfg is not None and getattr(cfg, "_name", None) not in (None, XLMSubwords.name):
+            return super().build_bpe(cfg)
+        pipeline = self.text_pipeline()
+        return None if pipeline is None else XLMSubwords.for_pipeline(pipeline)
 
     def set_langs(self, langs: str):
         self.langs: List[str] = parse_langs(langs or "", "--langs")
@@ -83,7 +128,9 @@ class XLMTask(FairseqTask):
     def setup_task(cls, cfg, **kwargs):
         dictionary = load_dictionary(cfg.data)
         logger.info(f"dictionary: {len(dictionary)} types")
-        return cls(cfg, dictionary)
+        task = cls(cfg, dictionary)
+        task.state.text_pipeline  # read now: a bad text_pipeline.json fails before training starts
+        return task
 
     @property
     def source_dictionary(self):
@@ -94,7 +141,7 @@ class XLMTask(FairseqTask):
         return self.dictionary
 
     def _path(self, split, name):
-        return os.path.join(self.cfg.data.split(os.pathsep)[0], f"{split}.{name}")
+        return os.path.join(self.data_dir, f"{split}.{name}")
 
     def _load(self, path):
         return data_utils.load_indexed_dataset(path, self.dictionary, combine=False)

@@ -17,7 +17,6 @@ With ``-s SRC -t TGT`` (fairseq-generate / fairseq-interactive) the task serves 
 """
 
 import logging
-import os
 from argparse import Namespace
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -29,7 +28,6 @@ from fairseq.data import LanguagePairDataset, PrependTokenDataset
 from fairseq.data.language_pair_dataset import collate as collate_pairs
 from fairseq.tasks.online_backtranslation import PiecewiseLinearFn
 
-from preprocess import layout
 from preprocess.langs import parse_steps
 from preprocess.text import detokenize
 from xlm_fairseq.data import ObjectiveZipDataset
@@ -112,13 +110,6 @@ class TranslationLMTask(XLMTask):
             self._check_steps()
 
     # parsing needs the language list, which generate may only learn from the checkpoint
-    @property
-    def bpe_symbol(self) -> str:
-        """How subwords are joined back: sentencepiece data-bins (preprocess/) or XLM's fastBPE
-        ('@@ ' continuation, data encoded with --bpe-codes for the released models)."""
-        data = self.cfg.data.split(os.pathsep)[0]
-        return "sentencepiece" if os.path.exists(os.path.join(data, layout.SPM_MODEL_FILE)) else "@@ "
-
     def _check_steps(self):
         self.ae_steps = self._langs_of(self.cfg.ae_steps, "--ae-steps", 1)
         self.bt_steps = self._langs_of(self.cfg.bt_steps, "--bt-steps", 3)
@@ -375,9 +366,12 @@ class TranslationLMTask(XLMTask):
             self._valid_generator = self.build_generator([raw], Namespace(beam=1, max_len_a=1.5, max_len_b=10))
         hypos = self._valid_generator.generate([raw], batch)
         tgt = key.split("-")[-1]
+        pipeline = self.text_pipeline()
 
         def tokenized(tokens, unk):
-            return self.dictionary.string(tokens.int().cpu(), self.bpe_symbol, unk_string=unk)
+            pieces = self.dictionary.string(tokens.int().cpu(), unk_string=unk).split()
+            # a data-bin without text_pipeline.json (not made by preprocess/): fastBPE's join
+            return pipeline.join(pieces) if pipeline is not None else " ".join(pieces).replace("@@ ", "")
 
         hyps_tok = [tokenized(h[0]["tokens"], "UNKNOWNTOKENINHYP") for h in hypos]
         refs_tok = [tokenized(utils.strip_pad(t, self.dictionary.pad()), "UNKNOWNTOKENINREF") for t in batch["target"]]

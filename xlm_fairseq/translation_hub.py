@@ -1,0 +1,107 @@
+"""Translate from Python with a ``translation_lm`` model: fairseq's ``GeneratorHubInterface`` (beam
+search, sampling, n-best, batching, ``.cuda()``/``.half()``) with the model's own text pipeline.
+
+::
+
+    from xlm_fairseq import XLMModel
+    mt = XLMModel.from_pretrained("ckpt/unmt", checkpoint_file="checkpoint_best.pt", data_name_or_path="DATA")
+    mt.translate("Hallo Welt!", src="de", tgt="en")                          # -> str
+    mt.translate(["Satz eins.", "Satz zwei."], src="de", tgt="en", beam=5)   # -> list of str
+    mt.sample("Hallo Welt!", src="de", tgt="en", sampling=True, sampling_topk=10)
+    best = mt.generate(mt.encode("Hallo Welt!", "de"), src="de", tgt="en", beam=5)  # n-best dicts
+    mt.decode(best[0]["tokens"], "en")
+
+A model directory made by ``python -m xlm_fairseq.export`` (checkpoint, ``dict.txt``, the pipeline's
+files) loads without ``data_name_or_path``. Text goes through exactly the pipeline of the data-bin
+the model was trained on (``preprocess/pipeline.py``, stored in the checkpoint)."""
+
+import contextlib
+from typing import List, Optional
+
+import torch
+from fairseq.hub_utils import GeneratorHubInterface
+
+from preprocess import layout
+from xlm_fairseq.data.encoders import XLMSubwords, XLMWordTokenizer
+from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.hub import is_translation_model, load_checkpoint
+
+
+class XLMTranslationHubInterface(GeneratorHubInterface):
+    """A loaded translation model. ``src``/``tgt`` name the direction of each call; every method of
+    fairseq's hub that takes generation options (``beam``, ``sampling``, ``nbest``, ``max_len_b``,
+    ...) passes them to fairseq's ``SequenceGenerator``."""
+
+    def __init__(self, cfg, task, models, model_dir: Optional[str] = None):
+        super().__init__(cfg, task, models)
+        self.model_dir = model_dir
+        self.langs: List[str] = list(task.langs)
+        self.pipeline = task.text_pipeline([model_dir] if model_dir else [])
+        if self.pipeline is None:
+            raise XLMUserError(
+                f"no text pipeline: no {layout.PIPELINE_FILE} in {model_dir or task.data_dir}; give "
+                "data_name_or_path= the data-bin the model was trained on"
+            )
+        # fairseq's hub builds these from --tokenizer/--bpe, which a training checkpoint has not
+        self.tokenizer = XLMWordTokenizer.for_pipeline(self.pipeline, None, None)
+        self.bpe = XLMSubwords.for_pipeline(self.pipeline)
+        self.eval()
+
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file=layout.MODEL_FILE, data_name_or_path=".", **kwargs):
+        x, path = load_checkpoint(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+        if not is_translation_model(x["models"][0]):
+            raise XLMUserError(
+                f"{checkpoint_file}: a pretrained LM (cross_lingual_lm), not a translation model; use "
+                "XLMHubInterface for features and fill_mask, or train one with --task translation_lm "
+                "--pretrained-xlm-checkpoint"
+            )
+        return cls(x["args"], x["task"], x["models"], model_dir=path)
+
+    def _check_lang(self, lang: Optional[str], what: str, needed: bool) -> Optional[str]:
+        if lang is None and needed:
+            raise XLMUserError(f"give {what}= (one of {','.join(self.langs)})")
+        if lang is not None and lang not in self.langs:
+            raise XLMUserError(f"{what}={lang!r} is not one of the model's languages: {','.join(self.langs)}")
+        return lang
+
+    @contextlib.contextmanager
+    def direction(self, src: Optional[str] = None, tgt: Optional[str] = None, need=("src", "tgt")):
+        """Within the block, encode/generate/decode translate ``src`` -> ``tgt`` (None: as set)."""
+        cfg, tok = self.task.cfg, self.tokenizer
+        before = (cfg.source_lang, cfg.target_lang, tok.source_lang, tok.target_lang)
+        src = self._check_lang(src if src is not None else cfg.source_lang, "src", "src" in need)
+        tgt = self._check_lang(tgt if tgt is not None else cfg.target_lang, "tgt", "tgt" in need)
+        cfg.source_lang, cfg.target_lang, tok.source_lang, tok.target_lang = src, tgt, src, tgt
+        try:
+            yield
+        finally:
+            cfg.source_lang, cfg.target_lang, tok.source_lang, tok.target_lang = before
+
+    def translate(self, sentences, src=None, tgt=None, beam: int = 5, verbose: bool = False, **kwargs):
+        """Raw text (a string or a list) -> detokenised translations (the same shape)."""
+        with self.direction(src, tgt):
+            return super().translate(sentences, beam, verbose, **kwargs)
+
+    def sample(self, sentences, src=None, tgt=None, beam: int = 1, verbose: bool = False, **kwargs):
+        with self.direction(src, tgt):
+            return super().sample(sentences, beam, verbose, **kwargs)
+
+    def generate(self, tokenized_sentences, beam: int = 5, verbose: bool = False, *, src=None, tgt=None, **kwargs):
+        """Token tensors (from :meth:`encode`) -> for each, the n-best hypotheses as fairseq's
+        dicts (``tokens``, ``score``, ``positional_scores``, ...)."""
+        with self.direction(src, tgt):
+            return super().generate(tokenized_sentences, beam, verbose, **kwargs)
+
+    def score(self, sentences, **kwargs):
+        raise XLMUserError("score() is fairseq's LM scoring; for a translation model, generate with beam/nbest")
+
+    def encode(self, sentence: str, lang: Optional[str] = None) -> torch.LongTensor:
+        """Raw text in ``lang`` (default: the current source) -> ``pieces... </s>`` ids."""
+        with self.direction(src=lang, need=("src",)):
+            return super().encode(sentence)
+
+    def decode(self, tokens: torch.LongTensor, lang: Optional[str] = None) -> str:
+        """Ids -> detokenised text in ``lang`` (default: the current target)."""
+        with self.direction(tgt=lang, need=("tgt",)):
+            return super().decode(tokens)
