@@ -1,5 +1,6 @@
-"""Shared fixtures: a real three-language data-bin made by preprocess/ from the shipped sample, and a
-tiny model pretrained on it with fairseq-train. Session-scoped: built once per test run."""
+"""Shared fixtures: a real three-language data-bin made by preprocess/ from the shipped sample, a
+tiny model pretrained on it with fairseq-train, and a tiny UNMT model trained from that. Session-scoped:
+built once per test run."""
 
 import json
 import os
@@ -121,3 +122,57 @@ def pretrained(data_bin, tmp_path_factory):
         save,
     )
     return save / "checkpoint_last.pt"
+
+
+UNMT_ARGS = [
+    "--user-dir",
+    ROOT / "xlm_fairseq",
+    "--task",
+    "translation_lm",
+    "--arch",
+    "xlm_tiny",
+    "--cpu",
+    "--optimizer",
+    "adam",
+    "--lr",
+    "0.0005",
+    "--max-tokens",
+    "1500",
+    "--num-workers",
+    "0",
+    "--seed",
+    "1",
+    "--log-format",
+    "json",
+    "--no-epoch-checkpoints",
+    "--max-sentence-len",
+    "128",
+]
+# AE + BT over three languages; the resume test repeats the fixture's run with exactly these
+UNMT_STEPS = ["--langs", "en,de,ro", "--ae-steps", "en,de,ro", "--bt-steps", "en-de-en,de-en-de,en-ro-en,ro-en-ro"]
+UNMT_STEPS += ["--lambda-ae", "0:1,40:0.25"]
+
+
+@pytest.fixture(scope="session")
+def unmt(pretrained, data_bin, tmp_path_factory):
+    """AE + BT on monolingual data only (en, de, ro), initialised from the pretrained LM."""
+    save = tmp_path_factory.mktemp("unmt")
+    proc = fairseq(
+        "train",
+        data_bin,
+        *UNMT_ARGS,
+        *UNMT_STEPS,
+        "--valid-lang-pairs",
+        "en-de,de-en,en-ro,ro-en",
+        "--max-update",
+        "30",
+        "--validate-interval-updates",
+        "30",
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--save-dir",
+        save,
+        "--log-interval",
+        "1",
+    )
+    return save, proc.stdout + proc.stderr

@@ -6,35 +6,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, fairseq, json_logs, run
-
-UNMT_ARGS = [
-    "--user-dir",
-    ROOT / "xlm_fairseq",
-    "--task",
-    "translation_lm",
-    "--arch",
-    "xlm_tiny",
-    "--cpu",
-    "--optimizer",
-    "adam",
-    "--lr",
-    "0.0005",
-    "--max-tokens",
-    "1500",
-    "--num-workers",
-    "0",
-    "--seed",
-    "1",
-    "--log-format",
-    "json",
-    "--no-epoch-checkpoints",
-    "--max-sentence-len",
-    "128",
-]
-# AE + BT over three languages; the resume test repeats the fixture's run with exactly these
-UNMT_STEPS = ["--langs", "en,de,ro", "--ae-steps", "en,de,ro", "--bt-steps", "en-de-en,de-en-de,en-ro-en,ro-en-ro"]
-UNMT_STEPS += ["--lambda-ae", "0:1,40:0.25"]
+from conftest import ROOT, UNMT_ARGS, UNMT_STEPS, fairseq, json_logs, run
 
 
 def _load(path, data_bin, **overrides):
@@ -46,31 +18,6 @@ def _load(path, data_bin, **overrides):
         [str(path)], arg_overrides={"data": str(data_bin), **overrides}
     )
     return models[0], task
-
-
-@pytest.fixture(scope="module")
-def unmt(pretrained, data_bin, tmp_path_factory):
-    """AE + BT on monolingual data only (en, de, ro), initialised from the pretrained LM."""
-    save = tmp_path_factory.mktemp("unmt")
-    proc = fairseq(
-        "train",
-        data_bin,
-        *UNMT_ARGS,
-        *UNMT_STEPS,
-        "--valid-lang-pairs",
-        "en-de,de-en,en-ro,ro-en",
-        "--max-update",
-        "30",
-        "--validate-interval-updates",
-        "30",
-        "--pretrained-xlm-checkpoint",
-        pretrained,
-        "--save-dir",
-        save,
-        "--log-interval",
-        "1",
-    )
-    return save, proc.stdout + proc.stderr
 
 
 def test_init_copies_the_lm_into_encoder_and_decoder_except_cross_attention(pretrained, data_bin, unmt):
@@ -228,20 +175,23 @@ def _generate(data_bin, ckpt, src, tgt, *extra):
 
 @pytest.mark.parametrize("src,tgt", [("de", "en"), ("en", "de"), ("en", "ro"), ("ro", "en")])
 def test_generate_every_direction_and_score(unmt, data_bin, src, tgt):
-    hyps, out = _generate(
-        data_bin, unmt[0] / "checkpoint_last.pt", src, tgt, "--beam", "5", "--remove-bpe", "sentencepiece"
-    )
-    assert len(hyps) == 60
-    m = re.search(r"BLEU4? = ([0-9.]+)", out)
-    assert m, out[-500:]
+    """The README's command: no pipeline flags; D- lines detokenised by the data-bin's own pipeline,
+    scored by sacrebleu against the detokenised references."""
     import sacrebleu
 
-    refs = []
+    _, out = _generate(data_bin, unmt[0] / "checkpoint_last.pt", src, tgt, "--beam", "5", "--scoring", "sacrebleu")
+    lines = {kind: {} for kind in "TD"}
     for line in out.splitlines():
-        if line.startswith("T-"):
-            refs.append(line.split("\t")[1])
-    score = sacrebleu.corpus_bleu([hyps[i] for i in sorted(hyps)], [refs[:0] or [r for r in refs]])
-    assert 0 <= score.score <= 100
+        if line[:2] in ("T-", "D-"):
+            head, text = line.split("\t")[0], line.split("\t")[-1]
+            lines[line[0]][int(head[2:])] = text
+    assert len(lines["D"]) == len(lines["T"]) == 60
+    hyps, refs = [lines["D"][i] for i in range(60)], [lines["T"][i] for i in range(60)]
+    assert not any("\u2581" in t for t in hyps + refs)  # pieces joined
+    assert sum(" ." in r or " ," in r for r in refs) < 3  # Moses-detokenised
+    m = re.search(r"BLEU = ([0-9.]+)", out)
+    assert m, out[-500:]
+    assert float(m.group(1)) == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=0.01)
 
 
 def test_back_translation_is_greedy_generation_in_the_other_language(unmt, data_bin):
@@ -334,12 +284,18 @@ def test_zero_weight_objective_costs_nothing(pretrained, data_bin, tmp_path):
 
 
 def test_interactive_translates_raw_text(unmt, data_bin):
-    """fairseq-interactive: raw text -> Moses + sentencepiece -> model -> detokenised text."""
+    """fairseq-interactive as the README runs it, no pipeline flags: raw text -> the data-bin's
+    pipeline (Moses, sentencepiece) -> model -> detokenised text; typographic quotes, dashes and
+    ellipses are normalised as in training, so none of them becomes <unk>."""
     import subprocess
 
     from conftest import BIN
 
-    lines = ["Legen Sie eine bestimmte Druckreihenfolge der Seiten fest.", "Klicken Sie auf Drucken."]
+    lines = [
+        "Legen Sie eine bestimmte Druckreihenfolge der Seiten fest.",
+        "„Das ist's“ … «Ja» – sagte er.",
+        "‚Öffnen‘ — oder »Schließen«? …",
+    ]
     proc = subprocess.run(
         [
             str(BIN / "fairseq-interactive"),
@@ -357,13 +313,6 @@ def test_interactive_translates_raw_text(unmt, data_bin):
             "--beam",
             "2",
             "--cpu",
-            "--tokenizer",
-            "moses",
-            "--moses-no-escape",
-            "--bpe",
-            "sentencepiece",
-            "--sentencepiece-model",
-            str(data_bin / "spm.model"),
         ],
         input="\n".join(lines) + "\n",
         capture_output=True,
@@ -373,5 +322,7 @@ def test_interactive_translates_raw_text(unmt, data_bin):
     assert proc.returncode == 0, proc.stderr[-2000:]
     sources = [line.split("\t")[1] for line in proc.stdout.splitlines() if line.startswith("S-")]
     detok = [line.split("\t")[2] for line in proc.stdout.splitlines() if line.startswith("D-")]
-    assert len(detok) == 2 and sources[0].startswith("▁Le") and "▁Sie" in sources[0]
-    assert all("▁" not in d for d in detok)
+    assert len(sources) == len(detok) == 3
+    assert sources[0].startswith("\u2581Le") and "\u2581Sie" in sources[0]
+    assert not any("<unk>" in s for s in sources), sources
+    assert all("\u2581" not in d for d in detok)

@@ -80,8 +80,7 @@ class XLMTranslationHubInterface(GeneratorHubInterface):
 
     def translate(self, sentences, src=None, tgt=None, beam: int = 5, verbose: bool = False, **kwargs):
         """Raw text (a string or a list) -> detokenised translations (the same shape)."""
-        with self.direction(src, tgt):
-            return super().translate(sentences, beam, verbose, **kwargs)
+        return self.sample(sentences, src=src, tgt=tgt, beam=beam, verbose=verbose, **kwargs)
 
     def sample(self, sentences, src=None, tgt=None, beam: int = 1, verbose: bool = False, **kwargs):
         with self.direction(src, tgt):
@@ -90,8 +89,13 @@ class XLMTranslationHubInterface(GeneratorHubInterface):
     def generate(self, tokenized_sentences, beam: int = 5, verbose: bool = False, *, src=None, tgt=None, **kwargs):
         """Token tensors (from :meth:`encode`) -> for each, the n-best hypotheses as fairseq's
         dicts (``tokens``, ``score``, ``positional_scores``, ...)."""
+        nbest = kwargs.pop("nbest", None)
         with self.direction(src, tgt):
-            return super().generate(tokenized_sentences, beam, verbose, **kwargs)
+            outputs = super().generate(tokenized_sentences, beam, verbose, **kwargs)
+        if nbest is None:
+            return outputs
+        # fairseq's hub returns the whole beam; fairseq-generate cuts it to --nbest
+        return outputs[:nbest] if outputs and isinstance(outputs[0], dict) else [h[:nbest] for h in outputs]
 
     def score(self, sentences, **kwargs):
         raise XLMUserError("score() is fairseq's LM scoring; for a translation model, generate with beam/nbest")

@@ -1,8 +1,4 @@
-import logging
-
 from fairseq.tasks import TASK_DATACLASS_REGISTRY, TASK_REGISTRY, register_task
-
-logger = logging.getLogger(__name__)
 
 
 def register_task_replacing(name, dataclass):
@@ -14,13 +10,10 @@ def register_task_replacing(name, dataclass):
     """
 
     def wrap(cls):
-        previous = TASK_REGISTRY.pop(name, None)
+        # not logged: fairseq's import sets DEBUG logging (wav2vec2_classification), and every command
+        # of ours would start with the line
+        TASK_REGISTRY.pop(name, None)
         TASK_DATACLASS_REGISTRY.pop(name, None)
-        if previous is not None and previous is not cls:
-            logger.info(
-                f"xlm_fairseq: task '{name}' now is {cls.__module__}.{cls.__name__} "
-                f"(was {previous.__module__}.{previous.__name__})"
-            )
         registered = register_task(name, dataclass=dataclass)(cls)
         assert TASK_REGISTRY[name] is cls, f"could not register task {name}"
         return registered
