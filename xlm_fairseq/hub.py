@@ -8,19 +8,13 @@
     feats = xlm.extract_features(tokens, "en")                     # 1 x T x C, last layer
     xlm.fill_mask("The <mask> sat on the mat.", "en", topk=3)      # [(sentence, prob, token), ...]
 
-The directory holds ``model.pt`` (or the ``checkpoint_file`` named) and ``dict.txt``, and the text
-pipeline the model was trained with:
-
-* ``spm.model`` (our own data-bins, ``preprocess/``): Moses punctuation normalisation, non-printing
-  characters removed, Romanian normalisation for ``ro``, Moses tokenisation (``escape=False``), then
-  sentencepiece;
-* ``bpe.codes`` (converted XLM models, see ``xlm_fairseq.convert``): XLM's ``tools/tokenize.sh`` as
-  Hugging Face's ``XLMTokenizer`` runs it (unicode punctuation replaced, Moses punctuation
-  normalisation, non-printing characters removed, Moses tokenisation without escaping), optional
-  lowercasing and accent removal (``xlm_tokenizer.json``), then fastBPE-style BPE
-  (``th@@ e``).
-
-Without either file, ``encode``/``decode``/``fill_mask`` refuse; the tensor methods still work.
+The directory holds ``model.pt`` (or the ``checkpoint_file`` named) and ``dict.txt``; the text
+pipeline is the one the model was trained with (``preprocess/pipeline.py``): its settings come from
+the checkpoint (or ``text_pipeline.json``), its subword model (``spm.model`` for our data-bins,
+``bpe.codes`` for converted XLM models) from the model directory or the data-bin. Without one,
+``encode``/``decode``/``fill_mask`` refuse; the tensor methods still work. A translation model loads
+as :class:`xlm_fairseq.translation_hub.XLMTranslationHubInterface` (``XLMModel.from_pretrained``
+picks the hub of the checkpoint's kind).
 """
 
 import logging

@@ -20,9 +20,9 @@
 ``bpe.codes``
     fastBPE codes (``a b count`` per line), from ``merges.txt`` or ``--codes``; an original ``.pth``
     holds none, so without ``--codes`` README.md says where to put the released ``codes`` file;
-``xlm_tokenizer.json``
-    the text pipeline ``{"type": "xlm_bpe", "lowercase_and_remove_accent": ..., "bpe_codes": ...}``
-    read by :class:`xlm_fairseq.hub.XLMHubInterface`;
+``text_pipeline.json``
+    the text pipeline's settings (``preprocess/pipeline.py``: ``xlm_bpe`` subwords from
+    ``bpe.codes``, lowercasing, XLM's Romanian diacritics removal), also stored in ``model.pt``;
 ``README.md``
     where it came from, and what is missing.
 
