@@ -326,3 +326,17 @@ def test_interactive_translates_raw_text(unmt, data_bin):
     assert sources[0].startswith("\u2581Le") and "\u2581Sie" in sources[0]
     assert not any("<unk>" in s for s in sources), sources
     assert all("\u2581" not in d for d in detok)
+
+
+def test_generate_refuses_an_lm_and_a_missing_direction(pretrained, unmt, data_bin):
+    """The questions XLM's tracker asks most: a pretrained LM given to translation, and generation
+    without a direction; each one error line and a non-zero exit instead of a traceback."""
+    base = ["--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm", "--gen-subset", "test", "--cpu"]
+    for ckpt, direction, needle in (
+        (pretrained, ["-s", "de", "-t", "en"], "pretrained encoder (cross_lingual_lm)"),
+        (unmt[0] / "checkpoint_last.pt", [], "give -s SRC -t TGT (of en,de,ro)"),
+    ):
+        proc = fairseq("generate", data_bin, *base, *direction, "--path", ckpt, ok=False)
+        errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+        assert proc.returncode != 0 and len(errors) == 1 and needle in errors[0], proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr and "Missing key" not in proc.stderr

@@ -619,6 +619,16 @@ class XLMModel(_FromPretrained, FairseqEncoderDecoderModel):
     def max_decoder_positions(self):
         return self.decoder.max_positions()
 
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        # XLM's most asked question (#146, #212, #236): a pretrained LM given to translation
+        if state_dict and not any(k.startswith("decoder.") for k in state_dict):
+            raise XLMUserError(
+                "the checkpoint is a pretrained encoder (cross_lingual_lm), not a translation model; train one "
+                "from it with --task translation_lm --pretrained-xlm-checkpoint CHECKPOINT, or use its features "
+                "through XLMModel.from_pretrained"
+            )
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
     def load_pretrained_lm(self, lm_state: Dict[str, Tensor]) -> List[str]:
         """XLM's ``--reload_model enc,dec``: both stacks from one LM; encoder-decoder attention (and its
         LayerNorm) stay random. Returns the parameter names left as initialised."""

@@ -184,6 +184,11 @@ class TranslationLMTask(XLMTask):
             self.set_langs(task_cfg.langs)  # fairseq-generate: languages from the checkpoint
         if not self.langs:
             raise XLMUserError("--langs is required, e.g. --langs en,de")
+        if task_cfg is not None and not (self.cfg.source_lang and self.cfg.target_lang):
+            # only fairseq-generate passes the checkpoint's task config
+            raise XLMUserError(
+                f"fairseq-generate translates one direction: give -s SRC -t TGT (of {','.join(self.langs)})"
+            )
         if self.cfg.source_lang and self.cfg.target_lang:
             self.datasets[split] = self.direction_dataset(split, self.cfg.source_lang, self.cfg.target_lang)
             return
