@@ -155,6 +155,13 @@ class TextPipeline:
         """Pieces -> tokenised text (what XLM's multi-bleu scores)."""
         return self.subword_model.join(pieces)
 
+    def join_text(self, text: str) -> str:
+        """Space-separated pieces -> tokenised text; text whose pieces were joined already (fairseq's
+        ``--post-process``/``--remove-bpe``) passes through unchanged."""
+        if self.kind == "sentencepiece" and "\u2581" not in text:
+            return text
+        return self.join(text.split())
+
     def detokenize(self, pieces: Sequence[str], lang: str) -> str:
         """Pieces -> text (Moses detokenisation for ``lang``)."""
         return detokenize(self.join(pieces), lang)

@@ -132,8 +132,9 @@ CKPT="$WORK/checkpoints/unmt/checkpoint_last.pt"
 for dir in de-en en-de; do
   src=${dir%-*}; tgt=${dir#*-}
   run_logged "$WORK/out/gen.$dir.txt" fairseq-generate "$DATA" --user-dir "$ROOT/xlm_fairseq" --task translation_lm -s "$src" -t "$tgt" \
-    --gen-subset test --path "$CKPT" --beam 5 --remove-bpe sentencepiece --max-tokens 4000 --cpu
-  "$PY" "$ROOT/recipes/lib/wmt16_tools.py" hyps "$WORK/out/gen.$dir.txt" --lang "$tgt" --expect-lines-of "$WORK/raw/test.en-de.$tgt" \
+    --gen-subset test --path "$CKPT" --beam 5 --scoring sacrebleu --max-tokens 4000 --cpu
+  "$PY" "$ROOT/recipes/lib/wmt16_tools.py" hyps "$WORK/out/gen.$dir.txt" --lang "$tgt" --data "$DATA" \
+    --expect-lines-of "$WORK/raw/test.en-de.$tgt" \
     --out-tok "$WORK/out/hyp.$dir.tok" --out-detok "$WORK/out/hyp.$dir.txt" > /dev/null
   sacrebleu "$WORK/raw/test.en-de.$tgt" -i "$WORK/out/hyp.$dir.txt" -m bleu -f text > "$WORK/out/bleu.$dir.txt"
 done

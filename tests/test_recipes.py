@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from preprocess.pipeline import PipelineSettings, write_settings
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "recipes"
 TOOLS = RECIPES / "lib" / "wmt16_tools.py"
@@ -272,7 +274,7 @@ def test_dry_run_en_de_default(tmp_path):
             task="translation_lm",
             gen_subset="test",
             beam="5",
-            remove_bpe="sentencepiece",
+            remove_bpe=None,  # the data-bin's text pipeline joins the pieces and detokenises (D- lines)
             path=str(work / "checkpoints" / "unmt" / "checkpoint_best.pt"),
             results_path=str(work / "eval" / f"{src}-{tgt}"),
         )
@@ -330,8 +332,10 @@ def test_dry_run_en_ro_unsupervised(tmp_path):
     # into Romanian: also scored against the reference without diacritics; tokenised reference likewise
     assert len([c for c in find(commands, "sacrebleu") if opt(c, "-l") == "en-ro"]) == 3
     assert len([c for c in find(commands, "sacrebleu") if opt(c, "-l") == "ro-en"]) == 2
+    # the references go through the data-bin's own pipeline, which removes Romanian diacritics
     tok_ro = find_one(commands, "python", str(TOOLS), "tokenize-ref", having=("--lang", "ro"))
-    assert opt(tok_ro, "--ro-remove-diacritics") is True
+    assert opt(tok_ro, "--data") == find_one(commands, "fairseq-generate", having=("-t", "ro"))[1]
+    assert opt(find_one(commands, "python", "-m", "preprocess.prepare"), "--ro-remove-diacritics") is True
 
 
 def test_dry_run_en_ro_supervised(tmp_path):
@@ -394,8 +398,8 @@ def test_dry_run_released(tmp_path, script, pair, other):
     assert same[-2:] == [str(work / "released" / "dict.txt"), str(work / "data-bin" / "dict.txt")]
     mt = find_one(commands, "fairseq-train", having=("--task", "translation_lm"))
     assert_options(mt, pretrained_xlm_checkpoint=str(work / "released"), arch="xlm_1024")
-    for gen in find(commands, "fairseq-generate"):
-        assert opt(gen, "--remove-bpe") == "@@ "
+    for gen in find(commands, "fairseq-generate"):  # the data-bin's pipeline joins XLM's BPE pieces
+        assert opt(gen, "--remove-bpe") is None and opt(gen, "--bpe") is None
 
 
 def test_dry_run_stages_and_data_dir(tmp_path):
@@ -678,8 +682,22 @@ def test_hyps_and_references(tmp_path):
     result = tools("hyps", gen, "--lang", "en", "--out-tok", tok, "--out-detok", detok, "--expect-lines-of", longer)
     assert result.returncode == 2 and "1 missing" in result.stderr
 
+    # with the data-bin: pieces joined by its pipeline, D- lines (its detokenised text) taken as they are
+    data = tmp_path / "bin"
+    data.mkdir()
+    (data / "bpe.codes").write_text("l o 5\nw o 4\n", encoding="utf-8")
+    write_settings(str(data), PipelineSettings("xlm_bpe", "bpe.codes", ro_remove_diacritics=True))
+    gen.write_text(
+        "H-0\t-0.2\tHel@@ lo , wor@@ ld .\nD-0\t-0.2\tHello, world.\nH-1\t-0.1\tW@@ orld !\nD-1\t-0.1\tWorld!\n"
+    )
+    args = ("--out-tok", tok, "--out-detok", detok, "--expect-lines-of", ref, "--data", data)
+    assert tools("hyps", gen, "--lang", "en", *args).returncode == 0
+    assert tok.read_text() == "Hello , world .\nWorld !\n" and detok.read_text() == "Hello, world.\nWorld!\n"
+
     ro = tmp_path / "ref.ro"
     ro.write_text("Şi ţara, în sfârşit.\n", encoding="utf-8")
+    assert tools("tokenize-ref", ro, tmp_path / "ro.pipe", "--lang", "ro", "--data", data).returncode == 0
+    assert (tmp_path / "ro.pipe").read_text() == "Si tara , in sfarsit .\n"
     assert tools("tokenize-ref", ro, tmp_path / "ro.tok", "--lang", "ro", "--ro-remove-diacritics").returncode == 0
     assert (tmp_path / "ro.tok").read_text() == "Si tara , in sfarsit .\n"
     assert tools("strip-diacritics", ro, tmp_path / "ro.nodiac").returncode == 0

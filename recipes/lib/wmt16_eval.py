@@ -12,20 +12,35 @@ from typing import Dict, Optional
 
 from wmt16_data import need_file
 
+from preprocess import layout
 from preprocess.errors import UserError
 from preprocess.files import atomic_write
+from preprocess.pipeline import load_pipeline
 from preprocess.text import detokenize, normalize_and_tokenize, remove_romanian_diacritics
 
 
+def _pipeline(data: Optional[str]):
+    if not data:
+        return None
+    pipeline = load_pipeline([data])
+    if pipeline is None:
+        raise UserError(f"--data {data}: no {layout.PIPELINE_FILE} (a data-bin made by preprocess/)")
+    return pipeline
+
+
 def cmd_hyps(args) -> None:
+    """H- lines -> tokenised hypotheses (the pieces joined by the data-bin's pipeline), D- lines (that
+    pipeline's detokenised text, as fairseq-generate prints them) -> detokenised hypotheses."""
     need_file(args.gen, "fairseq-generate output")
+    pipeline = _pipeline(args.data)
     hyps: Dict[int, str] = {}
+    detoks: Dict[int, str] = {}
     with open(args.gen, encoding="utf-8") as f:
         for line in f:
-            if line.startswith("H-"):
+            if line.startswith(("H-", "D-")):
                 head, _, rest = line.rstrip("\n").partition("\t")
                 _, _, text = rest.partition("\t")
-                hyps[int(head[2:])] = text
+                (hyps if line[0] == "H" else detoks)[int(head[2:])] = text
     n = max(hyps) + 1 if hyps else 0
     if args.expect_lines_of:
         need_file(args.expect_lines_of, "reference")
@@ -42,17 +57,24 @@ def cmd_hyps(args) -> None:
     with atomic_write(args.out_tok) as tok, atomic_write(args.out_detok) as detok:
         for i in range(n):
             text = hyps.get(i, "")
+            if pipeline is not None:
+                text = pipeline.join_text(text)
             tok.write(text + "\n")
-            detok.write(detokenize(text, args.lang) + "\n")
-    print(f"{args.out_detok}: {n} hypotheses ({args.lang}, detokenised); {args.out_tok}: as generated (tokenised)")
+            detok.write((detoks[i] if pipeline is not None and i in detoks else detokenize(text, args.lang)) + "\n")
+    print(f"{args.out_detok}: {n} hypotheses ({args.lang}, detokenised); {args.out_tok}: tokenised")
 
 
 def cmd_tokenize_ref(args) -> None:
     need_file(args.ref, "reference")
+    pipeline = _pipeline(args.data)
     with open(args.ref, encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f]
     with atomic_write(args.out) as out:
-        for line in normalize_and_tokenize(lines, args.lang, args.ro_remove_diacritics):
+        if pipeline is not None:  # the words of the data-bin's pipeline (its Romanian and lowercasing too)
+            tokenized = [pipeline.tokenize(line, args.lang) for line in lines]
+        else:
+            tokenized = normalize_and_tokenize(lines, args.lang, args.ro_remove_diacritics)
+        for line in tokenized:
             out.write(line + "\n")
     print(f"{args.out}: {len(lines)} reference lines tokenised as preprocess/ does ({args.lang})")
 

@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--expect-lines-of", metavar="REF", help="refuse unless every line of REF (the test set) has a hypothesis"
     )
+    s.add_argument(
+        "--data", metavar="DATA_BIN", help="join pieces with its text pipeline; take D- lines as detokenised"
+    )
     s.set_defaults(fn=cmd_hyps)
 
     s = sub.add_parser("tokenize-ref", help="reference -> Moses-tokenised as preprocess/ does")
@@ -108,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("out", metavar="OUT")
     s.add_argument("--lang", required=True)
     s.add_argument("--ro-remove-diacritics", action="store_true")
+    s.add_argument("--data", metavar="DATA_BIN", help="tokenise with its text pipeline (settings included)")
     s.set_defaults(fn=cmd_tokenize_ref)
 
     s = sub.add_parser("strip-diacritics", help="Romanian text without diacritics")

@@ -121,17 +121,17 @@ stage_train() {
 # ------------------------------------------------------------------------------------------------
 
 evaluate_direction() {
-  local src=$1 tgt=$2 dir=$EVAL_DIR/$1-$2 ref=$RAW/test.$PAIR_SORTED.$2 remove_bpe
+  local src=$1 tgt=$2 dir=$EVAL_DIR/$1-$2 ref=$RAW/test.$PAIR_SORTED.$2
   local -a cmd
-  if [[ $INIT == released ]]; then remove_bpe='@@ '; else remove_bpe=sentencepiece; fi
   run mkdir -p "$dir"
+  # no pipeline flags: D- lines are detokenised by the data-bin's own text pipeline
   cmd=(fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --task translation_lm --langs "$LANGS"
     -s "$src" -t "$tgt" --gen-subset test --path "$MT_DIR/checkpoint_best.pt"
-    --beam 5 --remove-bpe "$remove_bpe" --max-tokens 4000 --max-sentence-len 500
+    --beam 5 --max-tokens 4000 --max-sentence-len 500
     --results-path "$dir")
   if ((GPUS == 0)); then cmd+=(--cpu); elif ((FP16 == 1)); then cmd+=(--fp16); fi
   run "${cmd[@]}"
-  run "$PYTHON" "$TOOLS" hyps "$dir/generate-test.txt" --lang "$tgt" \
+  run "$PYTHON" "$TOOLS" hyps "$dir/generate-test.txt" --lang "$tgt" --data "$DATA_BIN" \
     --out-tok "$dir/hyp.tok" --out-detok "$dir/hyp.detok" --expect-lines-of "$ref"
   note "$src->$tgt: sacreBLEU, detokenised output against the raw newstest2016 reference"
   run_to "$dir/sacrebleu.txt" sacrebleu "$ref" -i "$dir/hyp.detok" -l "$src-$tgt" -m bleu -f text
@@ -141,11 +141,7 @@ evaluate_direction() {
     run_to "$dir/sacrebleu.nodiacritics.txt" sacrebleu "$dir/ref.nodiacritics" -i "$dir/hyp.detok" -l "$src-$tgt" -m bleu -f text
   fi
   note "$src->$tgt: tokenised BLEU (Moses-tokenised output and reference, as the paper's multi-bleu.perl)"
-  if [[ $tgt == ro ]]; then
-    run "$PYTHON" "$TOOLS" tokenize-ref "$ref" "$dir/ref.tok" --lang "$tgt" --ro-remove-diacritics
-  else
-    run "$PYTHON" "$TOOLS" tokenize-ref "$ref" "$dir/ref.tok" --lang "$tgt"
-  fi
+  run "$PYTHON" "$TOOLS" tokenize-ref "$ref" "$dir/ref.tok" --lang "$tgt" --data "$DATA_BIN"
   run_to "$dir/tokenized_bleu.txt" sacrebleu "$dir/ref.tok" -i "$dir/hyp.tok" -l "$src-$tgt" -m bleu -f text --tokenize none
 }
 

@@ -77,7 +77,4 @@ class XLMSubwords:
         return " ".join(self.pipeline.split(x))
 
     def decode(self, x: str) -> str:
-        # fairseq-generate --post-process/--remove-bpe joins the pieces first: then nothing is left to do
-        if self.pipeline.kind == "sentencepiece" and "\u2581" not in x:
-            return x
-        return self.pipeline.join(x.split())
+        return self.pipeline.join_text(x)  # fairseq-generate --post-process may have joined them already
