@@ -18,6 +18,7 @@ setup(
         "sentencepiece",
         "sacremoses",
         "sacrebleu>=2.0",
+        "huggingface_hub",  # released models by id: download, cache and digests
         "numpy",
     ],
     extras_require={

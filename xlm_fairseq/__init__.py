@@ -20,6 +20,7 @@ errors.install_excepthook()
 cli.install()
 
 from xlm_fairseq import criterions, models, tasks  # noqa: E402,F401  (registers everything)
+from xlm_fairseq.convert import hf_hub  # noqa: E402,F401  (XLMModel.from_pretrained takes Hugging Face ids)
 from xlm_fairseq.data import encoders  # noqa: E402,F401
 from xlm_fairseq.models.xlm import XLMLanguageModel, XLMModel  # noqa: E402,F401
 from xlm_fairseq.tasks import cross_lingual_lm, translation_lm  # noqa: E402,F401

@@ -19,7 +19,7 @@ picks the hub of the checkpoint's kind).
 
 import logging
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -55,10 +55,17 @@ def is_translation_model(model) -> bool:
     return getattr(model, "decoder", None) is not None
 
 
+# name -> model directory (or None) for names that are not paths; xlm_fairseq.convert.hf_hub adds
+# Hugging Face ids (this module cannot import the converter, which imports the model)
+MODEL_RESOLVERS: List[Callable[[str], Optional[str]]] = []
+
+
 def load_checkpoint(model_name_or_path, checkpoint_file=layout.MODEL_FILE, data_name_or_path=".", **kwargs):
     """fairseq's ``hub_utils.from_pretrained`` for one checkpoint, read safely: (its dict of
-    args/task/models, the model directory)."""
+    args/task/models, the model directory). A name that is no path goes to ``MODEL_RESOLVERS``."""
     path = str(model_name_or_path)
+    if not os.path.exists(path):
+        path = next((found for found in (resolve(path) for resolve in MODEL_RESOLVERS) if found), path)
     if os.path.isfile(path):
         path, checkpoint_file = os.path.dirname(os.path.abspath(path)), os.path.basename(path)
     path = os.path.abspath(path)

@@ -7,6 +7,7 @@ from typing import Optional
 
 from preprocess.errors import ArgumentParser, run_command
 from preprocess.layout import MODEL_FILE
+from xlm_fairseq.convert import hf_hub
 from xlm_fairseq.convert.from_hf import read_hf_dir
 from xlm_fairseq.convert.from_xlm import read_xlm_pth
 from xlm_fairseq.convert.out_dir import check_out_dir
@@ -78,9 +79,14 @@ def convert(
         if not os.path.exists(src):
             raise XLMUserError(f"{src}: no such file or directory")
         return export_hf(src, out, force)
+    if hf_hub.is_repo_id(src):
+        src = hf_hub.download(src)
     kind, ckpt = detect_source(src)
     if kind == "fairseq":
-        raise XLMUserError(f"{src}: already an xlm_fairseq checkpoint (use --to hf to export it)")
+        raise XLMUserError(
+            f"{src}: already an xlm_fairseq checkpoint (--to hf exports it; "
+            "python -m xlm_fairseq.export makes a model dir with its text pipeline)"
+        )
     if kind == "hf":
         return convert_hf(src, out, langs, force, lowercase, codes)
     return convert_xlm_pth(src, out, langs, force, lowercase, codes, _ckpt=ckpt)
@@ -97,7 +103,10 @@ def _run(argv):
         "model directory (--to fairseq), or an xlm_fairseq checkpoint to a Hugging Face directory (--to hf).",
     )
     parser.add_argument(
-        "src", metavar="SRC", help="XLM .pth, HF XLM directory, or (--to hf) our model.pt / its directory"
+        "src",
+        metavar="SRC",
+        help="XLM .pth, HF XLM directory, Hugging Face model id (owner/name[@revision], fetched with "
+        "huggingface_hub), or (--to hf) our model.pt / its directory",
     )
     parser.add_argument("out_dir", metavar="OUT_DIR", help="directory to create")
     parser.add_argument("--to", choices=("fairseq", "hf"), default="fairseq", help="target format (default: fairseq)")
@@ -106,8 +115,8 @@ def _run(argv):
     parser.add_argument(
         "--lowercase",
         choices=("yes", "no"),
-        help="the model's text is lowercased and accent-stripped (default: from the HF "
-        "tokenizer_config.json; yes for a .pth)",
+        help="the model's text is lowercased and accent-stripped (default: what its vocabulary shows: "
+        "yes if no entry has an uppercase letter, as for XLM's XNLI-15 models; no for the cased MT models)",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing non-empty OUT_DIR")
     args = parser.parse_args(argv)

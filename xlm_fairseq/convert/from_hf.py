@@ -17,6 +17,7 @@ from xlm_fairseq.convert.source import (
     _resolve_langs,
     check_representable,
     hf_token_to_xlm_word,
+    lowercase_of,
 )
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LAYER_NORM_EPS
@@ -123,8 +124,8 @@ def read_hf_dir(
     if os.path.isfile(tok_cfg_path):
         with open(tok_cfg_path, encoding="utf-8") as f:
             tok_cfg = json.load(f)
-    if lowercase is None:
-        lowercase = bool(tok_cfg.get("do_lowercase_and_remove_accent", True))
+    claim = tok_cfg.get("do_lowercase_and_remove_accent")
+    lowercase = lowercase_of(words, lowercase, None if claim is None else bool(claim), tok_cfg_path, notes)
     found_langs = _langs_from_ids(
         getattr(config, "lang2id", None)
         or getattr(config, "id2lang", None)

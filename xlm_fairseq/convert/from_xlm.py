@@ -14,6 +14,7 @@ from xlm_fairseq.convert.source import (
     _py,
     _resolve_langs,
     check_representable,
+    lowercase_of,
 )
 from xlm_fairseq.errors import XLMUserError
 
@@ -75,13 +76,7 @@ def read_xlm_pth(
     notes = []
     if codes_path:
         codes = read_bpe_codes(codes_path, "--codes")
-    if lowercase is None:
-        lowercase = True
-        notes.append(
-            "The .pth does not say whether its text was lowercased and stripped of accents; "
-            "xlm_tokenizer.json assumes yes (XLM's tools/tokenize.sh pipeline). The XLM-17 and "
-            "XLM-100 models were trained without: convert those with --lowercase no."
-        )
+    lowercase = lowercase_of(words, lowercase, None, src, notes)
     n_words = len(words)
     if params.get("n_words") is not None and int(params["n_words"]) != n_words:
         raise XLMUserError(f"{src}: params n_words={params['n_words']} but the dictionary has {n_words} entries")

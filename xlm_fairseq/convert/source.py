@@ -72,6 +72,28 @@ class XLMSource:
     notes: List[str] = field(default_factory=list)
 
 
+def lowercase_of(
+    words: List[str], option: Optional[bool], claim: Optional[bool], claimant: str, notes: List[str]
+) -> bool:
+    """Whether the model's text was lowercased and stripped of accents: ``--lowercase`` if given, else
+    what its vocabulary shows -- text that went through XLM's lowercase_and_remove_accent leaves no
+    uppercase letter in any word (XNLI-15, en-2048), cased text leaves many (the en-de/en-fr/en-ro MT
+    models, XLM-17/100). A claim of the source that disagrees (Hugging Face's tokenizer_config.json
+    says true for the MT models) is overruled, with a note."""
+    if option is not None:
+        return option
+    cased = sum(1 for w in words if w not in SPECIAL_SYMBOLS and w not in XLM_SYMBOLS and any(c.isupper() for c in w))
+    lowercase = cased == 0
+    if claim is not None and claim != lowercase:
+        notes.append(
+            f"{claimant} says do_lowercase_and_remove_accent={str(claim).lower()}, but "
+            + (f"{cased} vocabulary entries have uppercase letters" if cased else "no vocabulary entry has one")
+            + f": converted as lowercase={str(lowercase).lower()} (what the model was trained with); "
+            "--lowercase yes|no overrides."
+        )
+    return lowercase
+
+
 # settings of XLM (params) or Hugging Face (config) that xlm_transformer cannot represent:
 # (name, refused value, what it means); a source that lacks the name is fine
 UNREPRESENTABLE = (
