@@ -104,3 +104,31 @@ def test_lowercasing_follows_the_vocabulary(hf_dir, tmp_path):
     assert "uppercase" in open(os.path.join(out, "README.md")).read()
     # --lowercase wins over the vocabulary
     assert convert.read_hf_dir(str(cased_dir), lowercase=True).lowercase is True
+
+
+def test_sentencepiece_lm_exports_a_fast_tokenizer(pretrained, data_bin, tmp_path):
+    """--to hf on our own (sentencepiece) LM: AutoTokenizer gives the model's ids for Moses-tokenised
+    text, and transformers' XLMWithLMHeadModel on them gives our logits."""
+    from conftest import SAMPLE
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast, XLMWithLMHeadModel
+
+    from xlm_fairseq import XLMModel
+
+    out = convert.export_hf(str(pretrained), str(tmp_path / "hf"))
+    hub = XLMModel.from_pretrained(str(pretrained), data_name_or_path=str(data_bin))
+    hf_tok = AutoTokenizer.from_pretrained(out)
+    assert isinstance(hf_tok, PreTrainedTokenizerFast)
+    hf = XLMWithLMHeadModel.from_pretrained(out).eval()
+    perm = convert.swap_permutation(len(hub.dictionary))
+    lines = (SAMPLE / "en-de" / "test.en-de.de").read_text(encoding="utf-8").splitlines()[:20]
+    for text in lines:
+        ours = hub.encode(text, "de")
+        ids = hf_tok(hub.tokenizer.tokenize(text, "de"))["input_ids"]
+        assert ids == perm[ours].tolist(), text
+        if text is lines[0]:
+            with torch.no_grad():
+                langs = torch.full((1, len(ids)), hub.lang2id["de"])
+                theirs = hf(input_ids=torch.tensor([ids]), langs=langs).logits
+            assert (hub.predict(ours, "de")[..., perm] - theirs).abs().max() <= 1e-4
+    assert hf_tok.mask_token == "<special1>" and hf_tok.convert_tokens_to_ids("<special1>") == hf.config.mask_index
+    assert "Moses" in open(os.path.join(out, "README.md")).read()

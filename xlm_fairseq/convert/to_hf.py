@@ -197,14 +197,53 @@ def _write_hf_tokenizer(tmp, hf_words, dict_dir, ckpt_dir, lang2id, mask_index):
         shutil.copyfile(spm_path, os.path.join(tmp, SPM_MODEL_FILE))
         with open(os.path.join(tmp, "vocab.txt"), "w", encoding="utf-8", newline="\n") as f:
             f.write("".join(w + "\n" for w in hf_words))
+        _spm_fast_tokenizer(spm_path, hf_words).save_pretrained(tmp)
         readme += [
-            f"The vocabulary is sentencepiece (`{SPM_MODEL_FILE}`, Moses tokenisation first, as in "
-            "`preprocess/`), which Hugging Face's `XLMTokenizer` cannot apply. `vocab.txt` lists the "
-            f"model's ids in order (id i = line i + 1; mask `{MASK_SYMBOL}` = {mask_index}): encode with "
-            "sentencepiece and map pieces through it.",
+            "`AutoTokenizer.from_pretrained(THIS_DIR)` is the model's sentencepiece vocabulary as a fast "
+            f"tokenizer (`</s> pieces </s>`, mask `{MASK_SYMBOL}` = {mask_index}, the model's ids). Its input "
+            "is Moses-tokenised text, as in `preprocess/`: the normalisation and Moses steps cannot live in a "
+            "`tokenizers` pipeline. With this repository:",
+            "",
+            "```python",
+            "from preprocess.pipeline import PipelineSettings, TextPipeline",
+            'words = TextPipeline(PipelineSettings("sentencepiece", "spm.model"), "THIS_DIR/spm.model")'
+            '.tokenize("Hello, world!", "en")',
+            'ids = AutoTokenizer.from_pretrained("THIS_DIR")(words)["input_ids"]',
+            "```",
+            "",
+            "(or `sacremoses`: `MosesPunctNormalizer(lang, pre_replace_unicode_punct=True)`, then "
+            "`MosesTokenizer(lang).tokenize(text, escape=False, return_str=True)`).",
             "",
         ]
     else:
         readme += ["No tokenizer files were found next to the checkpoint; only the weights were exported.", ""]
     with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(readme))
+
+
+def _spm_fast_tokenizer(spm_path: str, hf_words):
+    """The sentencepiece BPE model as a ``tokenizers`` BPE with the HF model's ids: pieces inside
+    whitespace-separated words (Metaspace, as sentencepiece splits), merges in sentencepiece's order
+    (transformers' own extractor), ``</s>`` around every sentence as XLM does."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import SentencePieceExtractor
+
+    vocab = {w: i for i, w in enumerate(hf_words)}
+    merges = SentencePieceExtractor(spm_path).extract(models.BPE)["merges"]
+    merges = [(a, b) for a, b in merges if a in vocab and b in vocab and a + b in vocab]
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", fuse_unk=True))
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+    tokenizer.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always")
+    eos = ("</s>", vocab["</s>"])
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="</s> $A </s>", pair="</s> $A </s> $B </s>", special_tokens=[eos]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        pad_token="<pad>",
+        mask_token=MASK_SYMBOL,
+    )
