@@ -22,11 +22,11 @@ declare -A MONO_URLS=(
   [de]="https://www.statmt.org/wmt14/training-monolingual-news-crawl/news.2007.de.shuffled.gz
         https://www.statmt.org/wmt14/training-monolingual-news-crawl/news.2008.de.shuffled.gz"
 )
-# WMT dev/test sets (SGML): valid newstest2013, test newstest2016 (the reference side of each
-# direction: de from the en->de set, en from the de->en set; both hold the same 2999 sentences)
-DEV_URL=https://data.statmt.org/wmt18/translation-task/dev.tgz
-declare -A VALID_SGM=([en]=dev/newstest2013-ref.en.sgm [de]=dev/newstest2013-ref.de.sgm)
-declare -A TEST_SGM=([en]=dev/newstest2016-deen-ref.en.sgm [de]=dev/newstest2016-ende-ref.de.sgm)
+# validation and test sets from sacrebleu (-t, its cache and MD5 digests): valid newstest2013, test
+# newstest2016; each language from the reference side of the direction into it (de from en-de, en
+# from de-en; both directions hold the same sentences)
+VALID_TESTSET=wmt13
+TEST_TESTSET=wmt16
 # XLM's released MLM for en-de, with the BPE codes and vocabulary its data was encoded with
 RELEASED_URL=https://dl.fbaipublicfiles.com/XLM
 RELEASED_MODEL=mlm_ende_1024.pth

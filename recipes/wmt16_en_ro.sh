@@ -22,10 +22,10 @@ declare -A MONO_URLS=(
         https://www.statmt.org/wmt14/training-monolingual-news-crawl/news.2008.en.shuffled.gz"
   [ro]="https://data.statmt.org/wmt16/translation-task/news.2015.ro.shuffled.gz"
 )
-# WMT dev/test sets (SGML): valid newsdev2016, test newstest2016
-DEV_URL=https://data.statmt.org/wmt18/translation-task/dev.tgz
-declare -A VALID_SGM=([en]=dev/newsdev2016-roen-ref.en.sgm [ro]=dev/newsdev2016-enro-ref.ro.sgm)
-declare -A TEST_SGM=([en]=dev/newstest2016-roen-ref.en.sgm [ro]=dev/newstest2016-enro-ref.ro.sgm)
+# validation and test sets from sacrebleu (-t, its cache and MD5 digests): valid newsdev2016, test
+# newstest2016; each language from the reference side of the direction into it
+VALID_TESTSET=wmt16/dev
+TEST_TESTSET=wmt16
 # WMT16 en-ro parallel training data (--supervised): Europarl v8 and SETimes2
 PARA_URLS="https://data.statmt.org/wmt16/translation-task/training-parallel-ep-v8.tgz
            https://object.pouta.csc.fi/OPUS-SETIMES/v2/moses/en-ro.txt.zip"

@@ -176,13 +176,12 @@ def test_dry_run_en_de_default(tmp_path):
     ):
         assert f"# {stage}" in text, stage
 
-    # stage 1: News Crawl 2007 + 2008 (XLM's years), the WMT dev tarball, each verified
+    # stage 1: News Crawl 2007 + 2008 (XLM's years), each verified; the test sets from sacrebleu
     assert downloads(commands) == [
         "news.2007.de.shuffled.gz",
         "news.2008.de.shuffled.gz",
         "news.2007.en.shuffled.gz",
         "news.2008.en.shuffled.gz",
-        "dev.tgz",
     ]
     verified = [opt(c, "--name") for c in find(commands, "python", str(TOOLS), "verify")]
     assert verified == downloads(commands)
@@ -193,12 +192,13 @@ def test_dry_run_en_de_default(tmp_path):
     head = find_one(commands, "python", str(TOOLS), "head-gz", having=("--out", str(work / "raw" / "mono.en")))
     assert opt(head, "--lines") == "5000000"
     assert head[-2:] == [str(work / "downloads" / f"news.{y}.en.shuffled.gz") for y in (2007, 2008)]
-    sgm = {c[-2]: c[-1] for c in find(commands, "python", str(TOOLS), "sgm2txt")}
-    assert sgm == {
-        "dev/newstest2013-ref.de.sgm": str(work / "raw" / "valid.de-en.de"),
-        "dev/newstest2013-ref.en.sgm": str(work / "raw" / "valid.de-en.en"),
-        "dev/newstest2016-ende-ref.de.sgm": str(work / "raw" / "test.de-en.de"),
-        "dev/newstest2016-deen-ref.en.sgm": str(work / "raw" / "test.de-en.en"),
+    # each language: the reference side of the direction into it (newstest2013 valid, newstest2016 test)
+    sets = {tuple(c[3:6]) for c in find(commands, "python", str(TOOLS), "testset")}
+    assert sets == {
+        ("wmt13", "en-de", str(work / "raw" / "valid.de-en.de")),
+        ("wmt13", "de-en", str(work / "raw" / "valid.de-en.en")),
+        ("wmt16", "en-de", str(work / "raw" / "test.de-en.de")),
+        ("wmt16", "de-en", str(work / "raw" / "test.de-en.en")),
     }
 
     # stage 2: Moses + joint sentencepiece 60k + binarisation
@@ -279,11 +279,11 @@ def test_dry_run_en_de_default(tmp_path):
             results_path=str(work / "eval" / f"{src}-{tgt}"),
         )
         assert opt(gen, "-t") == tgt
-        ref = str(work / "raw" / f"test.de-en.{tgt}")
         scores = [c for c in find(commands, "sacrebleu") if opt(c, "-l") == f"{src}-{tgt}"]
         assert len(scores) == 2, scores
         detok, tok = scores
-        assert detok[1] == ref and opt(detok, "-i") == str(work / "eval" / f"{src}-{tgt}" / "hyp.detok")
+        # sacrebleu's own reference of the test set: its signature names it (test:wmt16)
+        assert opt(detok, "-t") == "wmt16" and opt(detok, "-i") == str(work / "eval" / f"{src}-{tgt}" / "hyp.detok")
         assert opt(detok, "--tokenize") is None and detok[-2] == ">"
         assert opt(tok, "--tokenize") == "none" and opt(tok, "-i").endswith("hyp.tok")
     summary = find_one(commands, "python", str(TOOLS), "summary")
@@ -296,7 +296,6 @@ def test_dry_run_en_ro_unsupervised(tmp_path):
         "news.2007.en.shuffled.gz",
         "news.2008.en.shuffled.gz",
         "news.2015.ro.shuffled.gz",
-        "dev.tgz",
     ]
     prep = find_one(commands, "python", "-m", "preprocess.prepare")
     assert_options(prep, vocab_size="60000", langs="en,ro", ro_remove_diacritics=True)
@@ -318,13 +317,8 @@ def test_dry_run_en_ro_unsupervised(tmp_path):
         best_checkpoint_metric="bleu_ro-en",
     )
     assert opt(mt, "--mt-steps") is None
-    sgm = {c[-2] for c in find(commands, "python", str(TOOLS), "sgm2txt")}
-    assert sgm == {
-        "dev/newsdev2016-roen-ref.en.sgm",
-        "dev/newsdev2016-enro-ref.ro.sgm",
-        "dev/newstest2016-roen-ref.en.sgm",
-        "dev/newstest2016-enro-ref.ro.sgm",
-    }
+    sets = {tuple(c[3:5]) for c in find(commands, "python", str(TOOLS), "testset")}
+    assert sets == {("wmt16/dev", "ro-en"), ("wmt16/dev", "en-ro"), ("wmt16", "ro-en"), ("wmt16", "en-ro")}
     assert {tuple(c[c.index("-s") : c.index("-s") + 4]) for c in find(commands, "fairseq-generate")} == {
         ("-s", "en", "-t", "ro"),
         ("-s", "ro", "-t", "en"),
@@ -411,7 +405,9 @@ def test_dry_run_stages_and_data_dir(tmp_path):
         tmp_path, ENDE, "--stop-stage", "1", "--data-dir", data, "--accept-new-checksums", "--mono-sentences", "1000"
     )
     links = find(commands, "ln", "-sfn")
-    assert find(commands, "curl") == [] and len(links) == 5
+    assert find(commands, "curl") == [] and len(links) == 4
+    # the test sets from --data-dir's sacrebleu cache only, never downloaded
+    assert all(c[-1] == "--offline" for c in find(commands, "python", str(TOOLS), "testset"))
     assert all(link[2].startswith(str(data) + "/") for link in links)
     for c in find(commands, "python", str(TOOLS), "verify"):
         assert "--accept-new-checksums" in c
@@ -493,12 +489,13 @@ def test_bad_options(tmp_path, script, args, needle):
 # ------------------------------------------------------------------------------------------------
 
 
-def sgm(segments, lang):
-    body = "".join(f'<seg id="{i}">  {s} </seg>\n' for i, s in enumerate(segments, 1))
-    return (
-        f'<refset setid="t" srclang="any" trglang="{lang}">\n<doc sysid="ref" docid="d" origlang="en">\n'
-        f"{body}</doc>\n</refset>\n"
-    ).encode("utf-8")
+def sacrebleu_set(cache, name, langpair, src, ref):
+    """A test set as sacrebleu keeps it once downloaded and extracted: NAME/NAME.PAIR.FIELD."""
+    d = cache / name
+    d.mkdir(parents=True, exist_ok=True)
+    fields = {"src": src, "ref": ref, "docid": ["d"] * len(src), "genre": ["news"] * len(src)}
+    for field, lines in {**fields, "origlang": ["en"] * len(src)}.items():
+        (d / f"{name.replace('/', '_')}.{langpair}.{field}").write_text("".join(x + "\n" for x in lines))
 
 
 def add_member(tar, name, data):
@@ -516,11 +513,11 @@ def mirror(tmp_path):
         for year in (2007, 2008):
             with gzip.open(data / f"news.{year}.{lang}.shuffled.gz", "wb") as f:
                 f.write("".join(f"{words} {year} {i}.\n" for i in range(3)).encode("utf-8"))
-    with tarfile.open(data / "dev.tgz", "w:gz") as tar:
-        add_member(tar, "dev/newstest2013-ref.en.sgm", sgm(["Valid one.", "Valid & two."], "en"))
-        add_member(tar, "dev/newstest2013-ref.de.sgm", sgm(["Gültig eins.", "Gültig zwei."], "de"))
-        add_member(tar, "dev/newstest2016-deen-ref.en.sgm", sgm(["Test one.", "Test two.", "Test three."], "en"))
-        add_member(tar, "dev/newstest2016-ende-ref.de.sgm", sgm(["Test eins.", "Test zwei.", "Test drei."], "de"))
+    valid = (["Valid one.", "Valid & two."], ["Gültig eins.", "Gültig zwei."])
+    test = (["Test one.", "Test two.", "Test three."], ["Test eins.", "Test zwei.", "Test drei."])
+    for name, (en, de) in (("wmt13", valid), ("wmt16", test)):
+        sacrebleu_set(data / "sacrebleu", name, "en-de", en, de)
+        sacrebleu_set(data / "sacrebleu", name, "de-en", de, en)
     return data
 
 
@@ -540,7 +537,7 @@ def test_download_stage_with_data_dir(tmp_path, mirror):
     result = recipe(ENDE, *args, "--accept-new-checksums", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     lock = (work / "checksums.lock").read_text().splitlines()
-    assert f"{digest}  news.2007.de.shuffled.gz" in lock and len(lock) == 5
+    assert f"{digest}  news.2007.de.shuffled.gz" in lock and len(lock) == 4
     raw = work / "raw"
     assert (raw / "mono.en").read_text().splitlines() == [
         "the house is small 2007 0.",
@@ -550,7 +547,7 @@ def test_download_stage_with_data_dir(tmp_path, mirror):
     ]  # 2007 then 2008, cut at --mono-sentences
     assert (raw / "valid.de-en.en").read_text() == "Valid one.\nValid & two.\n"
     assert (raw / "valid.de-en.de").read_text(encoding="utf-8") == "Gültig eins.\nGültig zwei.\n"
-    assert (raw / "test.de-en.de").read_text().count("\n") == 3
+    assert (raw / "test.de-en.de").read_text().splitlines() == ["Test eins.", "Test zwei.", "Test drei."]
     assert (work / ".stages" / "1.done").exists()
 
     # a re-run skips the finished stage
@@ -565,13 +562,20 @@ def test_download_stage_with_data_dir(tmp_path, mirror):
     assert result.returncode == 2
     assert "differs from" in result.stderr and "checksums.lock" in result.stderr
 
-    # a file missing from --data-dir: one clear line
-    (mirror / "dev.tgz").unlink()
+    # a test set missing from --data-dir's sacrebleu cache: one clear line, no download tried
+    shutil.rmtree(mirror / "sacrebleu" / "wmt16")
     shutil.rmtree(work)
     result = recipe(ENDE, *args, "--accept-new-checksums", cwd=tmp_path)
-    assert result.returncode == 2 and result.stderr.splitlines()[-1].endswith(
-        f"--data-dir {mirror} has no dev.tgz (it comes from https://data.statmt.org/wmt18/translation-task/dev.tgz)"
-    )
+    last = result.stderr.splitlines()[-1]
+    assert result.returncode == 2 and "sacrebleu test set wmt16 en-de is not in" in last, result.stderr
+    assert "sacrebleu -t wmt16 -l en-de --echo src" in last and not (work / "raw" / "test.de-en.de").exists()
+
+    # a file missing from --data-dir: one clear line
+    (mirror / "news.2008.en.shuffled.gz").unlink()
+    shutil.rmtree(work)
+    result = recipe(ENDE, *args, "--accept-new-checksums", cwd=tmp_path)
+    assert result.returncode == 2 and "--data-dir" in result.stderr.splitlines()[-1]
+    assert "news.2008.en.shuffled.gz" in result.stderr.splitlines()[-1]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -601,7 +605,6 @@ def test_checksums_file_lists_every_download():
         "news.2007.en.shuffled.gz",
         "news.2008.de.shuffled.gz",
         "news.2015.ro.shuffled.gz",
-        "dev.tgz",
         "training-parallel-ep-v8.tgz",
         "en-ro.txt.zip",
         "mlm_ende_1024.pth",

@@ -13,8 +13,7 @@
 #   DEFAULT_WORK   default --work-dir
 #   MONO_URLS      associative array: language -> space-separated News Crawl URLs (concatenated in
 #                  this order, then cut to --mono-sentences lines)
-#   DEV_URL        the WMT dev/test tarball (SGML)
-#   VALID_SGM, TEST_SGM  associative arrays: language -> member of the dev tarball
+#   VALID_TESTSET, TEST_TESTSET  sacrebleu test sets (-t) for validation and test
 #   RELEASED_URL   base URL of XLM's released files; RELEASED_MODEL, RELEASED_CODES, RELEASED_VOCAB
 #   PARA_URLS      (en-ro) space-separated parallel training corpora for --supervised
 #   PAPER_BLEU_UNSUP, PAPER_BLEU_SUP, PAPER_BLEU_SUP_NO_BT  JSON {direction: BLEU} for the summary

@@ -1,5 +1,5 @@
 """The data steps of the WMT16 recipes' tools (``recipes/lib/wmt16_tools.py``, the command line):
-checksums of downloads, gzip heads, WMT SGML sets, parallel corpora inside archives, XLM
+checksums of downloads, gzip heads, sacrebleu's test sets, parallel corpora inside archives, XLM
 vocabularies. Each ``cmd_*`` takes the parsed arguments, writes its output whole or not at all
 (:func:`preprocess.files.atomic_write`), prints one line on success and raises
 :class:`preprocess.errors.UserError` on a user error."""
@@ -135,48 +135,37 @@ def cmd_head_gz(args) -> None:
 # WMT SGML dev/test sets
 # ---------------------------------------------------------------------------------------------
 
-_SEG_RE = re.compile(r"<seg[^>]*>(.*?)</seg>", re.I | re.S)
 
+def cmd_testset(args) -> None:
+    """The reference side of sacrebleu's test set SET for LANGPAIR, as ``sacrebleu -t SET -l LANGPAIR
+    --echo ref`` prints it: sacrebleu keeps the sets in $SACREBLEU (default ~/.sacrebleu), downloaded
+    once and checked against its MD5 digests. ``--offline``: never download."""
+    from sacrebleu.dataset import DATASETS
+    from sacrebleu.utils import SACREBLEU_DIR
 
-def sgm_segments(text: str) -> List[str]:
-    """The text of every ``<seg ...>...</seg>`` in document order, whitespace-trimmed, entities
-    left as they are (as Moses' input-from-sgm.perl and sacrebleu read WMT sets)."""
-    return [" ".join(seg.split()) for seg in _SEG_RE.findall(text)]
-
-
-def _read_member(archive: str, member: str) -> bytes:
-    need_file(archive, "archive")
+    dataset = DATASETS.get(args.set)
+    if dataset is None:
+        raise UserError(f"sacrebleu has no test set {args.set!r}")
+    if args.langpair not in dataset.langpairs:
+        raise UserError(
+            f"sacrebleu's {args.set} has no {args.langpair} (it has {', '.join(sorted(dataset.langpairs))})"
+        )
+    files = [dataset._get_txt_file_path(args.langpair, field) for field in dataset.fieldnames(args.langpair)]
+    hint = (
+        f"on a machine with internet run `sacrebleu -t {args.set} -l {args.langpair} --echo src > /dev/null` "
+        f"and copy its ~/.sacrebleu/{args.set.split('/')[0]} to {SACREBLEU_DIR}"
+    )
+    if args.offline and not all(os.path.isfile(f) for f in files):
+        raise UserError(f"sacrebleu test set {args.set} {args.langpair} is not in {SACREBLEU_DIR}; {hint}")
     try:
-        with tarfile.open(archive, "r:*") as tar:
-            try:
-                f = tar.extractfile(member)
-            except KeyError:
-                f = None
-            if f is None:
-                names = [n for n in tar.getnames() if n.endswith(".sgm")]
-                hint = f" (it has {len(names)} .sgm files, e.g. {names[0]})" if names else ""
-                raise UserError(f"{archive} has no member {member}{hint}")
-            return f.read()
-    except tarfile.TarError as e:
-        raise UserError(f"cannot read {archive} as a tarball: {e}")
-
-
-def cmd_sgm2txt(args) -> None:
-    if args.tar:
-        data = _read_member(args.tar, args.sgm)
-        where = f"{args.tar}:{args.sgm}"
-    else:
-        need_file(args.sgm, "SGML file")
-        with open(args.sgm, "rb") as f:
-            data = f.read()
-        where = args.sgm
-    segments = sgm_segments(data.decode("utf-8"))
-    if not segments:
-        raise UserError(f"{where}: no <seg> elements")
+        refs = dataset.get_reference_files(args.langpair)  # downloads and extracts what is missing
+    except (Exception, SystemExit) as e:  # sacrebleu exits on a failed download
+        raise UserError(f"sacrebleu test set {args.set} {args.langpair}: download failed ({e}); {hint}") from None
+    with open(refs[0], encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f]
     with atomic_write(args.out) as out:
-        for seg in segments:
-            out.write(seg + "\n")
-    print(f"{args.out}: {len(segments)} segments from {where}")
+        out.write("".join(line + "\n" for line in lines))
+    print(f"{args.out}: {len(lines)} lines, the reference side of sacrebleu -t {args.set} -l {args.langpair}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 #
 # Stage 1 of the WMT16 recipes (sourced by recipes/lib/wmt16_common.sh): every file fetched (or taken
-# from --data-dir) and checked against its SHA-256, then the text extracted into WORK/raw.
+# from --data-dir) and checked against its SHA-256, then the text extracted into WORK/raw; the
+# validation and test sets come from sacrebleu (-t), which checks them against its own digests.
 
 verify_cmd() {
   local file=$1 name=$2
@@ -46,7 +47,6 @@ stage_download() {
       fetch "${url##*/}" "$url"
     done
   done
-  fetch "${DEV_URL##*/}" "$DEV_URL"
   split_words para_urls "${PARA_URLS:-}"
   if [[ $SUPERVISED == 1 ]]; then
     for url in "${para_urls[@]}"; do
@@ -66,9 +66,13 @@ stage_download() {
     for url in "${urls[@]}"; do files+=("$DOWNLOADS/${url##*/}"); done
     run "$PYTHON" "$TOOLS" head-gz --lines "$MONO_SENTENCES" --out "$RAW/mono.$lang" "${files[@]}"
   done
+  # each language from the reference side of the direction into it (what sacrebleu -l X-Y --echo ref prints)
+  local other offline=()
+  [[ -n $DATA_DIR ]] && offline=(--offline)
   for lang in "$LANG_A" "$LANG_B"; do
-    run "$PYTHON" "$TOOLS" sgm2txt --tar "$DOWNLOADS/${DEV_URL##*/}" "${VALID_SGM[$lang]}" "$RAW/valid.$PAIR_SORTED.$lang"
-    run "$PYTHON" "$TOOLS" sgm2txt --tar "$DOWNLOADS/${DEV_URL##*/}" "${TEST_SGM[$lang]}" "$RAW/test.$PAIR_SORTED.$lang"
+    other=$LANG_A; [[ $lang == "$LANG_A" ]] && other=$LANG_B
+    run "$PYTHON" "$TOOLS" testset "$VALID_TESTSET" "$other-$lang" "$RAW/valid.$PAIR_SORTED.$lang" "${offline[@]}"
+    run "$PYTHON" "$TOOLS" testset "$TEST_TESTSET" "$other-$lang" "$RAW/test.$PAIR_SORTED.$lang" "${offline[@]}"
   done
   if [[ $SUPERVISED == 1 ]]; then
     files=()

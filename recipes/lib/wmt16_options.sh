@@ -50,7 +50,7 @@ XLM (Lample & Conneau, 2019) on WMT16 $PAIR, end to end with xlm-fairseq: downlo
 pretrain an MLM (or convert XLM's released one), train the translation model, evaluate on
 newstest2016. Stages:
 
-  1 download   News Crawl monolingual text, the WMT dev/test sets (SGML -> text)${para_line}
+  1 download   News Crawl monolingual text; validation and test sets from sacrebleu -t${para_line}
                (--init released: also XLM's model, BPE codes and vocabulary)
   2 preprocess python -m preprocess.prepare: Moses normalisation + tokenisation,${ro_line}
                joint sentencepiece BPE (--vocab-size), binarisation
@@ -58,15 +58,17 @@ newstest2016. Stages:
   3 pretrain   fairseq-train --task cross_lingual_lm (MLM, xlm_1024)
                (--init released: python -m xlm_fairseq.convert on XLM's released model)
   4 train      fairseq-train --task translation_lm (AE + online BT${mt_text})
-  5 evaluate   fairseq-generate both directions on newstest2016; sacreBLEU on detokenised output
-               against the raw reference, and tokenised BLEU (the paper's kind)
+  5 evaluate   fairseq-generate both directions on newstest2016; sacreBLEU -t $TEST_TESTSET on detokenised
+               output, and tokenised BLEU (the paper's kind)
 
 Options:
   --stage N              first stage to run (default 1)
   --stop-stage M         last stage to run (default 5)
   --work-dir DIR         everything goes here (default $DEFAULT_WORK)
   --data-dir DIR         take the downloads from DIR (same file names as the URLs) instead of
-                         fetching them; they are checked like downloads
+                         fetching them; they are checked like downloads. The test sets come from
+                         DIR/sacrebleu, a copy of ~/.sacrebleu (SACREBLEU=DIR/sacrebleu; get it
+                         with: sacrebleu -t wmt16 -l en-de --echo src > /dev/null, per set and pair)
   --accept-new-checksums accept (and record) files that have no published SHA-256, see below
   --mono-sentences N     monolingual sentences per language (default 5000000, as XLM's
                          get-data-nmt.sh)
@@ -177,6 +179,8 @@ setup_paths() {
   PYTHON=${PYTHON:-python}
   WORK=$(abspath "$WORK_DIR")
   [[ -z $DATA_DIR ]] || DATA_DIR=$(abspath "$DATA_DIR")
+  # sacrebleu keeps its test sets here (a --data-dir is local copies only: no download)
+  if [[ -n $DATA_DIR ]]; then export SACREBLEU=$DATA_DIR/sacrebleu; fi
   DOWNLOADS=$WORK/downloads
   RAW=$WORK/raw
   DATA_BIN=$WORK/data-bin

@@ -7,7 +7,7 @@ on stderr and exits with status 2. Run ``python recipes/lib/wmt16_tools.py SUBCO
 verify          SHA-256 of downloads against recipes/checksums.sha256 (and the work dir's
                 checksums.lock for entries published there as UNVERIFIED)
 head-gz         the first N lines of one or more gzip files, as valid UTF-8
-sgm2txt         the segments of a WMT SGML file (optionally inside a tarball), one a line
+testset         one side of a sacrebleu test set (-t SET -l PAIR --echo ref), from its cache
 extract-para    the two sides of a parallel corpus inside .tgz/.zip archives, concatenated
 vocab-to-dict   an XLM vocabulary file (``word count``) -> a fairseq dict.txt as XLM numbers it
 same-dict       check that two dict.txt list the same symbols in the same order
@@ -38,7 +38,7 @@ except ImportError as _e:  # e.g. the file was copied out of the repository
     )
     sys.exit(2)
 
-from wmt16_data import cmd_extract_para, cmd_head_gz, cmd_same_dict, cmd_sgm2txt, cmd_verify, cmd_vocab_to_dict  # noqa: E402
+from wmt16_data import cmd_extract_para, cmd_head_gz, cmd_same_dict, cmd_testset, cmd_verify, cmd_vocab_to_dict  # noqa: E402
 from wmt16_eval import cmd_hyps, cmd_strip_diacritics, cmd_summary, cmd_tokenize_ref  # noqa: E402
 
 
@@ -71,11 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True)
     s.set_defaults(fn=cmd_head_gz)
 
-    s = sub.add_parser("sgm2txt", help="segments of a WMT SGML file, one a line")
-    s.add_argument("sgm", metavar="SGM", help="the .sgm file (with --tar: its member name)")
+    s = sub.add_parser("testset", help="the reference side of a sacrebleu test set")
+    s.add_argument("set", metavar="SET", help="sacrebleu's name, e.g. wmt16, wmt16/dev")
+    s.add_argument("langpair", metavar="LANGPAIR", help="e.g. en-de: the de side")
     s.add_argument("out", metavar="OUT")
-    s.add_argument("--tar", metavar="TARBALL", help="read SGM from this tarball")
-    s.set_defaults(fn=cmd_sgm2txt)
+    s.add_argument("--offline", action="store_true", help="never download (--data-dir: local copies only)")
+    s.set_defaults(fn=cmd_testset)
 
     s = sub.add_parser("extract-para", help="both sides of a parallel corpus from archives")
     s.add_argument("archives", nargs="+", metavar="ARCHIVE")

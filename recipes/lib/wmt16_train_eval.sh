@@ -133,8 +133,8 @@ evaluate_direction() {
   run "${cmd[@]}"
   run "$PYTHON" "$TOOLS" hyps "$dir/generate-test.txt" --lang "$tgt" --data "$DATA_BIN" \
     --out-tok "$dir/hyp.tok" --out-detok "$dir/hyp.detok" --expect-lines-of "$ref"
-  note "$src->$tgt: sacreBLEU, detokenised output against the raw newstest2016 reference"
-  run_to "$dir/sacrebleu.txt" sacrebleu "$ref" -i "$dir/hyp.detok" -l "$src-$tgt" -m bleu -f text
+  note "$src->$tgt: sacreBLEU -t $TEST_TESTSET (its reference; the signature names the test set)"
+  run_to "$dir/sacrebleu.txt" sacrebleu -t "$TEST_TESTSET" -l "$src-$tgt" -i "$dir/hyp.detok" -m bleu -f text
   if [[ $tgt == ro ]]; then
     note "$src->$tgt: sacreBLEU against the reference without diacritics (the model writes none)"
     run "$PYTHON" "$TOOLS" strip-diacritics "$ref" "$dir/ref.nodiacritics"
