@@ -1,6 +1,7 @@
 """Files appear whole or not at all: written under a temporary sibling name, renamed on success."""
 
 import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
@@ -46,6 +47,14 @@ def staged_dir(final: str):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _umask() -> int:

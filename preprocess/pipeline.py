@@ -13,14 +13,13 @@ The subword model file is looked up by name in the model and data directories an
 its digest, so a checkpoint never runs with another data-bin's vocabulary."""
 
 import dataclasses
-import hashlib
 import json
 import os
 from typing import List, Optional, Sequence
 
 from preprocess import layout
 from preprocess.errors import UserError
-from preprocess.files import atomic_write
+from preprocess.files import atomic_write, file_sha256
 from preprocess.subwords import SUBWORD_MODELS
 from preprocess.text import detokenize, tokenize
 
@@ -63,14 +62,6 @@ class PipelineSettings:
         except ValueError as e:
             raise UserError(f"{what}: not JSON ({e})") from None
         return cls.from_dict(value, what)
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_settings(directory: str, settings: PipelineSettings) -> str:

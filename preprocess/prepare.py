@@ -58,11 +58,11 @@ from typing import Dict, List, Optional, Sequence
 from preprocess import layout
 from preprocess.binarize import Log, SentencePieceBinarizer, XLMBPEBinarizer, binarize_all, tokenize_all
 from preprocess.errors import ArgumentParser, UserError, run_command
-from preprocess.files import staged_dir
+from preprocess.files import file_sha256, staged_dir
 from preprocess.inputs import Stream, check_input_file, parse_streams, scan_file
 from preprocess.langs import parse_langs
 from preprocess.manifest import first_difference, outputs_intact, read_manifest, signature, summary_text, versions
-from preprocess.pipeline import PipelineSettings, file_sha256, write_settings
+from preprocess.pipeline import PipelineSettings, write_settings
 from preprocess.vocab import (
     dict_pieces,
     load_bpe_codes,

@@ -37,6 +37,21 @@ def json_logs(text, tag):
     return out
 
 
+def generate_lines(data_bin, ckpt, src, tgt, *extra):
+    """fairseq-generate on the test split (translation_lm, src -> tgt): ({"S"|"T"|"H"|"D": {id: text}},
+    its output)."""
+    proc = fairseq(
+        "generate", data_bin, "--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm", "-s", src, "-t", tgt,
+        "--gen-subset", "test", "--path", ckpt, "--cpu", *extra,
+    )  # fmt: skip
+    lines = {kind: {} for kind in "STHD"}
+    for line in proc.stdout.splitlines():
+        if line[:2] in ("S-", "T-", "H-", "D-"):
+            fields = line.split("\t")
+            lines[line[0]][int(fields[0][2:])] = fields[-1]
+    return lines, proc.stdout
+
+
 def head(src, dst, n):
     with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as g:
         for i, line in enumerate(f):

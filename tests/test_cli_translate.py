@@ -6,7 +6,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, UNMT_ARGS, UNMT_STEPS, fairseq, json_logs, run
+from conftest import ROOT, UNMT_ARGS, UNMT_STEPS, fairseq, generate_lines, json_logs, run
 
 
 def _load(path, data_bin, **overrides):
@@ -145,32 +145,9 @@ def test_resume_continues_the_schedule(unmt, pretrained, data_bin, tmp_path):
 
 
 def _generate(data_bin, ckpt, src, tgt, *extra):
-    proc = fairseq(
-        "generate",
-        data_bin,
-        "--user-dir",
-        ROOT / "xlm_fairseq",
-        "--task",
-        "translation_lm",
-        "-s",
-        src,
-        "-t",
-        tgt,
-        "--gen-subset",
-        "test",
-        "--path",
-        ckpt,
-        "--max-tokens",
-        "4000",
-        "--cpu",
-        *extra,
-    )
-    hyps = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("H-"):
-            idx, _, text = line[2:].split("\t")
-            hyps[int(idx)] = text
-    return hyps, proc.stdout
+    """H- lines {id: text} of fairseq-generate on the test split, and its output."""
+    lines, out = generate_lines(data_bin, ckpt, src, tgt, "--max-tokens", "4000", *extra)
+    return lines["H"], out
 
 
 @pytest.mark.parametrize("src,tgt", [("de", "en"), ("en", "de"), ("en", "ro"), ("ro", "en")])
@@ -179,12 +156,9 @@ def test_generate_every_direction_and_score(unmt, data_bin, src, tgt):
     scored by sacrebleu against the detokenised references."""
     import sacrebleu
 
-    _, out = _generate(data_bin, unmt[0] / "checkpoint_last.pt", src, tgt, "--beam", "5", "--scoring", "sacrebleu")
-    lines = {kind: {} for kind in "TD"}
-    for line in out.splitlines():
-        if line[:2] in ("T-", "D-"):
-            head, text = line.split("\t")[0], line.split("\t")[-1]
-            lines[line[0]][int(head[2:])] = text
+    lines, out = generate_lines(
+        data_bin, unmt[0] / "checkpoint_last.pt", src, tgt, "--beam", "5", "--scoring", "sacrebleu"
+    )
     assert len(lines["D"]) == len(lines["T"]) == 60
     hyps, refs = [lines["D"][i] for i in range(60)], [lines["T"][i] for i in range(60)]
     assert not any("\u2581" in t for t in hyps + refs)  # pieces joined

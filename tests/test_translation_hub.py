@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, SAMPLE, fairseq, head, run
+from conftest import ROOT, SAMPLE, generate_lines, head, run
 
 from xlm_fairseq import XLMModel
 from xlm_fairseq.errors import XLMUserError
@@ -27,42 +27,14 @@ def _raw_test(src, tgt, tmp_path, n=60):
     return head(SAMPLE / pair / f"test.{pair}.{lang}", tmp_path / f"test.{lang}", n).read_text().splitlines()
 
 
-def _generate_detok(data_bin, ckpt, src, tgt, *extra):
-    proc = fairseq(
-        "generate",
-        data_bin,
-        "--user-dir",
-        ROOT / "xlm_fairseq",
-        "--task",
-        "translation_lm",
-        "-s",
-        src,
-        "-t",
-        tgt,
-        "--gen-subset",
-        "test",
-        "--path",
-        ckpt,
-        "--beam",
-        "5",
-        "--cpu",
-        *extra,
-    )
-    detok = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("D-"):
-            idx, _, text = line[2:].split("\t")
-            detok[int(idx)] = text
-    return [detok[i] for i in range(len(detok))]
-
-
 @pytest.mark.parametrize("src,tgt", [("de", "en"), ("en", "ro")])
 def test_translate_equals_fairseq_generate(mt, unmt, data_bin, tmp_path, src, tgt):
     """Raw text in, detokenised text out, beam 5: the hub and fairseq-generate (on the binarised
     test split preprocess/ made from the same raw lines) give the same translations."""
     raw = _raw_test(src, tgt, tmp_path)
     ours = mt.translate(raw, src=src, tgt=tgt, beam=5, max_len_b=30)
-    theirs = _generate_detok(data_bin, unmt[0] / "checkpoint_last.pt", src, tgt, "--max-len-b", "30")
+    lines, _ = generate_lines(data_bin, unmt[0] / "checkpoint_last.pt", src, tgt, "--beam", "5", "--max-len-b", "30")
+    theirs = [lines["D"][i] for i in range(len(lines["D"]))]
     assert len(ours) == len(theirs) == 60
     assert ours == theirs
     assert mt.translate(raw[3], src=src, tgt=tgt, max_len_b=30) == ours[3]  # a string gives a string

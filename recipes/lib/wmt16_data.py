@@ -5,7 +5,6 @@ vocabularies. Each ``cmd_*`` takes the parsed arguments, writes its output whole
 :class:`preprocess.errors.UserError` on a user error."""
 
 import gzip
-import hashlib
 import os
 import re
 import tarfile
@@ -13,7 +12,7 @@ import zipfile
 from typing import Dict, Iterable, Iterator, List, Tuple
 
 from preprocess.errors import UserError
-from preprocess.files import atomic_write
+from preprocess.files import atomic_write, file_sha256
 from preprocess.layout import SPECIAL_SYMBOLS, XLM_SYMBOLS
 
 UNVERIFIED = "UNVERIFIED"
@@ -27,14 +26,6 @@ def need_file(path: str, what: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # verify: SHA-256 against recipes/checksums.sha256 and WORK/checksums.lock
 # ---------------------------------------------------------------------------------------------
-
-
-def sha256_of(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_digest_file(path: str) -> Dict[str, str]:
@@ -68,7 +59,7 @@ def verify(path: str, name: str, checksums: str, lock: str, accept_new: bool) ->
     published = read_digest_file(checksums)
     if name not in published:
         raise UserError(f"{name}: no entry in {checksums}; add 'DIGEST  {name}' (or '{UNVERIFIED}  {name}') first")
-    actual = sha256_of(path)
+    actual = file_sha256(path)
     expected = published[name]
     if expected != UNVERIFIED:
         if actual != expected:

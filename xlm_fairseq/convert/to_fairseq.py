@@ -9,8 +9,9 @@ from typing import Dict, List, Optional
 
 import torch
 
+from preprocess.files import file_sha256
 from preprocess.layout import BPE_CODES_FILE, DICT_FILE, MODEL_FILE, PIPELINE_FILE
-from preprocess.pipeline import PipelineSettings, file_sha256, write_settings
+from preprocess.pipeline import PipelineSettings, write_settings
 from preprocess.subwords import write_bpe_codes
 from xlm_fairseq.convert.out_dir import staged_out_dir
 from xlm_fairseq.convert.source import XLMSource, swap_permutation
