@@ -2,7 +2,7 @@
 (:mod:`preprocess.subwords`) -> the pieces of ``dict.txt``, and back. Pure Python; no torch or fairseq.
 
 Its settings are written once, by ``preprocess/`` (or the converter), to ``text_pipeline.json``
-beside ``dict.txt``; training copies them into every checkpoint (``cfg.task.text_pipeline``), so the
+beside ``dict.txt``; training copies them into every checkpoint (fairseq's ``task_state``), so the
 hub, ``fairseq-generate``/``fairseq-interactive``, validation BLEU and the recipes all tokenise as
 the data-bin was tokenised::
 
@@ -37,9 +37,6 @@ class PipelineSettings:
     def to_dict(self) -> dict:
         return {"format": PIPELINE_FORMAT, **dataclasses.asdict(self)}
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
-
     @classmethod
     def from_dict(cls, value, what: str) -> "PipelineSettings":
         if not isinstance(value, dict) or value.get("format") != PIPELINE_FORMAT:
@@ -54,14 +51,6 @@ class PipelineSettings:
         if os.path.basename(str(settings.subword_model)) != settings.subword_model:
             raise UserError(f"{what}: subword_model must be a file name, got {settings.subword_model!r}")
         return settings
-
-    @classmethod
-    def from_json(cls, text: str, what: str) -> "PipelineSettings":
-        try:
-            value = json.loads(text)
-        except ValueError as e:
-            raise UserError(f"{what}: not JSON ({e})") from None
-        return cls.from_dict(value, what)
 
 
 def write_settings(directory: str, settings: PipelineSettings) -> str:
