@@ -147,6 +147,14 @@ class TextPipeline:
         return detokenize(self.join(pieces), lang)
 
 
+def require_pipeline(directory: str, option: str) -> TextPipeline:
+    """The pipeline that ``directory`` (given as ``option``) describes; refused if it describes none."""
+    pipeline = load_pipeline([directory]) if directory else None
+    if pipeline is None:
+        raise UserError(f"{option} {directory or '(none)'}: no {layout.PIPELINE_FILE} (a data-bin made by preprocess/)")
+    return pipeline
+
+
 def load_pipeline(dirs: Sequence[Optional[str]], settings: Optional[PipelineSettings] = None) -> Optional[TextPipeline]:
     """The pipeline of ``settings`` (from a checkpoint), or of the first directory that stores
     settings; its subword model is looked up in ``dirs`` in order and checked against its digest.

@@ -88,35 +88,11 @@ def data_bin(tmp_path_factory):
     return dest
 
 
-PRETRAIN_ARGS = [
-    "--user-dir",
-    ROOT / "xlm_fairseq",
-    "--task",
-    "cross_lingual_lm",
-    "--arch",
-    "xlm_tiny",
-    "--cpu",
-    "--optimizer",
-    "adam",
-    "--lr",
-    "0.001",
-    "--lr-scheduler",
-    "inverse_sqrt",
-    "--warmup-updates",
-    "20",
-    "--max-tokens",
-    "1024",
-    "--tokens-per-sample",
-    "64",
-    "--num-workers",
-    "0",
-    "--seed",
-    "1",
-    "--log-format",
-    "json",
-    "--no-epoch-checkpoints",
-    "--disable-validation",
-]
+# a tiny, deterministic CPU run of fairseq-train: what both fixtures' trainings share
+TRAIN_ARGS = ["--user-dir", ROOT / "xlm_fairseq", "--arch", "xlm_tiny", "--cpu", "--optimizer", "adam"]
+TRAIN_ARGS += ["--num-workers", "0", "--seed", "1", "--log-format", "json", "--no-epoch-checkpoints"]
+PRETRAIN_ARGS = [*TRAIN_ARGS, "--task", "cross_lingual_lm", "--lr", "0.001", "--lr-scheduler", "inverse_sqrt"]
+PRETRAIN_ARGS += ["--warmup-updates", "20", "--max-tokens", "1024", "--tokens-per-sample", "64", "--disable-validation"]
 
 
 @pytest.fixture(scope="session")
@@ -139,30 +115,8 @@ def pretrained(data_bin, tmp_path_factory):
     return save / "checkpoint_last.pt"
 
 
-UNMT_ARGS = [
-    "--user-dir",
-    ROOT / "xlm_fairseq",
-    "--task",
-    "translation_lm",
-    "--arch",
-    "xlm_tiny",
-    "--cpu",
-    "--optimizer",
-    "adam",
-    "--lr",
-    "0.0005",
-    "--max-tokens",
-    "1500",
-    "--num-workers",
-    "0",
-    "--seed",
-    "1",
-    "--log-format",
-    "json",
-    "--no-epoch-checkpoints",
-    "--max-sentence-len",
-    "128",
-]
+UNMT_ARGS = [*TRAIN_ARGS, "--task", "translation_lm", "--lr", "0.0005", "--max-tokens", "1500"]
+UNMT_ARGS += ["--max-sentence-len", "128"]
 # AE + BT over three languages; the resume test repeats the fixture's run with exactly these
 UNMT_STEPS = ["--langs", "en,de,ro", "--ae-steps", "en,de,ro", "--bt-steps", "en-de-en,de-en-de,en-ro-en,ro-en-ro"]
 UNMT_STEPS += ["--lambda-ae", "0:1,40:0.25"]

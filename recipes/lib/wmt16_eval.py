@@ -12,20 +12,14 @@ from typing import Dict, Optional
 
 from wmt16_data import need_file
 
-from preprocess import layout
 from preprocess.errors import UserError
 from preprocess.files import atomic_write
-from preprocess.pipeline import load_pipeline
+from preprocess.pipeline import require_pipeline
 from preprocess.text import detokenize, normalize_and_tokenize, remove_romanian_diacritics
 
 
 def _pipeline(data: Optional[str]):
-    if not data:
-        return None
-    pipeline = load_pipeline([data])
-    if pipeline is None:
-        raise UserError(f"--data {data}: no {layout.PIPELINE_FILE} (a data-bin made by preprocess/)")
-    return pipeline
+    return require_pipeline(data, "--data") if data else None
 
 
 def cmd_hyps(args) -> None:

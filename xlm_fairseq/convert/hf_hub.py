@@ -18,6 +18,7 @@ from xlm_fairseq.errors import XLMUserError
 # a repo id as the Hub spells them, optionally @revision; never a path that exists
 _REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*(?:@[\w./-]+)?$")
 _TEXT_FILES = ["config.json", "tokenizer_config.json", "vocab.json", "merges.txt"]
+_FOUND_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 _WEIGHTS = (["model.safetensors", "model.safetensors.index.json", "model-*.safetensors"], ["pytorch_model.bin"])
 
 
@@ -41,9 +42,7 @@ def download(name: str) -> str:
         path = None
         for weights in _WEIGHTS:  # one kind of weights, not both: each is the whole model
             path = snapshot_download(repo_id, revision=revision or None, allow_patterns=_TEXT_FILES + weights)
-            if any(os.path.isfile(os.path.join(path, w)) for w in ("model.safetensors", "pytorch_model.bin")):
-                break
-            if os.path.isfile(os.path.join(path, "model.safetensors.index.json")):
+            if any(os.path.isfile(os.path.join(path, w)) for w in _FOUND_WEIGHTS):
                 break
     except LocalEntryNotFoundError:
         how = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else "the Hub cannot be reached"

@@ -10,8 +10,7 @@ from typing import Optional
 from fairseq.data.encoders import register_bpe, register_tokenizer
 from fairseq.dataclass import FairseqDataclass
 
-from preprocess.layout import PIPELINE_FILE
-from preprocess.pipeline import TextPipeline, load_pipeline
+from preprocess.pipeline import TextPipeline, require_pipeline
 from preprocess.text import detokenize
 from xlm_fairseq.errors import XLMUserError
 
@@ -25,13 +24,6 @@ class XLMPipelineConfig(FairseqDataclass):
     target_lang: Optional[str] = field(default=None, metadata={"help": "target language"})
 
 
-def _pipeline(cfg: XLMPipelineConfig) -> TextPipeline:
-    pipeline = load_pipeline([cfg.xlm_pipeline]) if cfg.xlm_pipeline else None
-    if pipeline is None:
-        raise XLMUserError(f"--xlm-pipeline {cfg.xlm_pipeline!r}: no {PIPELINE_FILE} (a data-bin made by preprocess/)")
-    return pipeline
-
-
 @register_tokenizer("xlm", dataclass=XLMPipelineConfig)
 class XLMWordTokenizer:
     """Words: normalisation, Moses tokenisation, Romanian handling and lowercasing as stored.
@@ -40,7 +32,7 @@ class XLMWordTokenizer:
     name = "xlm"
 
     def __init__(self, cfg: XLMPipelineConfig, pipeline: Optional[TextPipeline] = None):
-        self.pipeline = pipeline or _pipeline(cfg)
+        self.pipeline = pipeline or require_pipeline(cfg.xlm_pipeline, "--xlm-pipeline")
         self.source_lang = cfg.source_lang
         self.target_lang = cfg.target_lang
 
@@ -67,7 +59,7 @@ class XLMSubwords:
     name = "xlm"
 
     def __init__(self, cfg: XLMPipelineConfig, pipeline: Optional[TextPipeline] = None):
-        self.pipeline = pipeline or _pipeline(cfg)
+        self.pipeline = pipeline or require_pipeline(cfg.xlm_pipeline, "--xlm-pipeline")
 
     @classmethod
     def for_pipeline(cls, pipeline: TextPipeline):
