@@ -2,6 +2,8 @@
 
 ``preprocess/`` writes these files; the plugin's tasks, hub and converter and the recipes read them."""
 
+import os
+
 FORMAT_VERSION = 1  # of manifest.json
 
 FAIRSEQ_SYMBOLS = ("<s>", "<pad>", "</s>", "<unk>")  # fairseq's Dictionary, indices 0..3
@@ -26,7 +28,18 @@ def mono_dataset(split: str, lang: str) -> str:
     return f"{split}.{lang}"
 
 
+def classification_file(split: str, lang: str) -> str:
+    """Name of a classification TSV (``id``, ``label``, ``text`` [, ``text_b``] columns)."""
+    return f"{split}.{lang}.tsv"
+
+
 def pair_dataset(split: str, src: str, tgt: str, lang: str) -> str:
     """Name of one side of a parallel dataset; the pair is always stored sorted (``de-en``)."""
     a, b = sorted((src, tgt))
     return f"{split}.{a}-{b}.{lang}"
+
+
+def cache_root() -> str:
+    """Where models converted from Hugging Face ids and subword models restored from checkpoints are
+    kept: ``$XLM_FAIRSEQ_CACHE``, default ``~/.cache/xlm-fairseq``."""
+    return os.path.expanduser(os.environ.get("XLM_FAIRSEQ_CACHE") or os.path.join("~", ".cache", "xlm-fairseq"))

@@ -12,6 +12,7 @@ the data-bin was tokenised::
 The subword model file is looked up by name in the model and data directories and checked against
 its digest, so a checkpoint never runs with another data-bin's vocabulary."""
 
+import base64
 import dataclasses
 import json
 import os
@@ -145,6 +146,38 @@ class TextPipeline:
     def detokenize(self, pieces: Sequence[str], lang: str) -> str:
         """Pieces -> text (Moses detokenisation for ``lang``)."""
         return detokenize(self.join(pieces), lang)
+
+
+def subword_model_state(pipeline: TextPipeline) -> dict:
+    """The subword model file itself, to be stored in a checkpoint (a fine-tuned classifier then
+    needs no data directory): ``{"file", "sha256", "base64"}``."""
+    with open(pipeline.model_path, "rb") as f:
+        data = f.read()
+    return {
+        "file": pipeline.settings.subword_model,
+        "sha256": file_sha256(pipeline.model_path),
+        "base64": base64.b64encode(data).decode("ascii"),
+    }
+
+
+def restore_subword_model(state: dict, what: str) -> str:
+    """The directory holding the subword model of :func:`subword_model_state`, written once into
+    ``cache_root()/subword_models/SHA256/`` and checked against its digest."""
+    try:
+        name, digest, data = state["file"], state["sha256"], base64.b64decode(state["base64"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(f"{what}: a broken subword model ({e})") from None
+    if os.path.basename(name) != name or not name or len(digest) != 64:
+        raise UserError(f"{what}: a broken subword model (file {name!r}, sha256 {digest!r})")
+    directory = os.path.join(layout.cache_root(), "subword_models", digest)
+    path = os.path.join(directory, name)
+    if not (os.path.isfile(path) and file_sha256(path) == digest):
+        with atomic_write(path, binary=True) as f:
+            f.write(data)
+        if file_sha256(path) != digest:
+            os.unlink(path)
+            raise UserError(f"{what}: its subword model does not match its sha256 {digest}")
+    return directory
 
 
 def require_pipeline(directory: str, option: str) -> TextPipeline:

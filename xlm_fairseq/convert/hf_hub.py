@@ -9,7 +9,7 @@ resolvers about names that are not paths; the hub cannot import the converter, w
 import os
 import re
 
-from preprocess.layout import MODEL_FILE
+from preprocess.layout import MODEL_FILE, cache_root
 from xlm_fairseq import hub
 from xlm_fairseq.convert.from_hf import read_hf_dir
 from xlm_fairseq.convert.to_fairseq import write_fairseq_dir
@@ -59,10 +59,6 @@ def download(name: str) -> str:
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise XLMUserError(f"{name}: the Hugging Face repo has no config.json; not a transformers XLM model")
     return path
-
-
-def cache_root() -> str:
-    return os.path.expanduser(os.environ.get("XLM_FAIRSEQ_CACHE") or os.path.join("~", ".cache", "xlm-fairseq"))
 
 
 def converted_dir(name: str) -> str:
