@@ -28,6 +28,8 @@ setup(
         "console_scripts": [
             "xlm-fairseq-convert=xlm_fairseq.convert:main",
             "xlm-fairseq-export=xlm_fairseq.export:main",
+            "xlm-fairseq-classify=xlm_fairseq.classify:main",
+            "xlm-fairseq-retrieve=xlm_fairseq.retrieval:main",
         ]
     },
 )

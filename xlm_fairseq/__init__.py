@@ -1,8 +1,9 @@
 """xlm_fairseq: XLM (Lample & Conneau, 2019) as a fairseq plugin (``--user-dir xlm_fairseq``).
 
 Importing registers the model ``xlm_transformer`` (archs ``xlm_tiny``, ``xlm_512``, ``xlm_1024``),
-the tasks ``cross_lingual_lm`` and ``translation_lm``, the criterion ``xlm_cross_entropy``, and the
-text pipeline as ``--tokenizer xlm`` / ``--bpe xlm``.
+the tasks ``cross_lingual_lm``, ``translation_lm`` and ``xlm_classification``, the criteria
+``xlm_cross_entropy`` and ``xlm_sentence_classification``, and the text pipeline as
+``--tokenizer xlm`` / ``--bpe xlm``.
 """
 
 from xlm_fairseq import cli, errors, safe_load
@@ -23,6 +24,6 @@ from xlm_fairseq import criterions, models, tasks  # noqa: E402,F401  (registers
 from xlm_fairseq.convert import hf_hub  # noqa: E402,F401  (XLMModel.from_pretrained takes Hugging Face ids)
 from xlm_fairseq.data import encoders  # noqa: E402,F401
 from xlm_fairseq.models.xlm import XLMLanguageModel, XLMModel  # noqa: E402,F401
-from xlm_fairseq.tasks import cross_lingual_lm, translation_lm  # noqa: E402,F401
+from xlm_fairseq.tasks import cross_lingual_lm, translation_lm, xlm_classification  # noqa: E402,F401
 
 __all__ = ["XLMLanguageModel", "XLMModel"]

@@ -55,6 +55,10 @@ def is_translation_model(model) -> bool:
     return getattr(model, "decoder", None) is not None
 
 
+def is_classifier(model) -> bool:
+    return getattr(model, "classification_head", None) is not None
+
+
 # name -> model directory (or None) for names that are not paths; xlm_fairseq.convert.hf_hub adds
 # Hugging Face ids (this module cannot import the converter, which imports the model)
 MODEL_RESOLVERS: List[Callable[[str], Optional[str]]] = []
@@ -118,6 +122,11 @@ class XLMHubInterface(nn.Module):
             raise XLMUserError(
                 f"{checkpoint_file}: a translation model (translation_lm); load it with XLMModel.from_pretrained "
                 "or XLMTranslationHubInterface.from_pretrained, which translate"
+            )
+        if is_classifier(x["models"][0]):
+            raise XLMUserError(
+                f"{checkpoint_file}: a classifier (xlm_classification); load it with XLMModel.from_pretrained "
+                "or XLMClassificationHubInterface.from_pretrained, which classify"
             )
         return cls(x["args"], x["task"], x["models"][0], model_dir=path)
 

@@ -1,3 +1,4 @@
+from .classification import XLMSentenceClassificationCriterion  # noqa: F401
 from .cross_entropy import XLMCrossEntropyCriterion  # noqa: F401
 
 

@@ -1,7 +1,8 @@
 """The XLM dictionary: a data-bin's (or a model's) ``dict.txt`` with the mask symbol guaranteed."""
 
+import io
 import os
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from fairseq.data import Dictionary
 
@@ -31,3 +32,18 @@ def checkpoint_dictionary(ckpt_path: str, state) -> Tuple[Optional[Dictionary], 
         if os.path.isfile(os.path.join(directory, DICT_FILE)):
             return load_dictionary(directory), directory
     return None, None
+
+
+def dictionary_to_state(dictionary: Dictionary) -> List[str]:
+    """The lines of its ``dict.txt`` (``symbol count``), for a checkpoint to carry."""
+    n = dictionary.nspecial
+    return [f"{symbol} {count}" for symbol, count in zip(dictionary.symbols[n:], dictionary.count[n:])]
+
+
+def dictionary_from_state(lines: List[str]) -> Dictionary:
+    """The dictionary of :func:`dictionary_to_state`, as ``load_dictionary`` would read its file."""
+    dictionary = Dictionary()
+    dictionary.add_from_file(io.StringIO("".join(line + "\n" for line in lines)))
+    if MASK_SYMBOL not in dictionary.indices:
+        dictionary.add_symbol(MASK_SYMBOL)
+    return dictionary

@@ -33,8 +33,9 @@ from fairseq.models import (
 from omegaconf import II
 from torch import Tensor
 
+from xlm_fairseq.classification_hub import XLMClassificationHubInterface
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.hub import XLMHubInterface, is_translation_model, load_checkpoint
+from xlm_fairseq.hub import XLMHubInterface, is_classifier, is_translation_model, load_checkpoint
 from xlm_fairseq.translation_hub import XLMTranslationHubInterface
 
 LAYER_NORM_EPS = 1e-12  # XLM's value; torch's default 1e-5 would change outputs of converted models
@@ -515,10 +516,13 @@ class _FromPretrained:
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """A loaded model with its dictionary and text pipeline, in the hub of its kind: a pretrained
         LM as :class:`xlm_fairseq.hub.XLMHubInterface` (features, fill_mask), a translation model as
-        :class:`xlm_fairseq.translation_hub.XLMTranslationHubInterface` (translate)."""
+        :class:`xlm_fairseq.translation_hub.XLMTranslationHubInterface` (translate), a fine-tuned
+        classifier as :class:`xlm_fairseq.classification_hub.XLMClassificationHubInterface` (classify)."""
         x, path = load_checkpoint(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
         if is_translation_model(x["models"][0]):
             return XLMTranslationHubInterface(x["args"], x["task"], x["models"], model_dir=path)
+        if is_classifier(x["models"][0]):
+            return XLMClassificationHubInterface(x["args"], x["task"], x["models"][0], model_dir=path)
         return XLMHubInterface(x["args"], x["task"], x["models"][0], model_dir=path)
 
 
@@ -553,12 +557,77 @@ class XLMLanguageModel(_FromPretrained, FairseqEncoderModel):
         return (x if features_only else self.lm.pred_layer(x)), {}
 
 
+class ClassificationHead(nn.Module):
+    """XLM's XNLI head (``proj`` in its ``evaluation/xnli.py``): dropout, then a linear layer, on the
+    last layer's state at the first position (the ``</s>`` that opens every row)."""
+
+    def __init__(self, dim: int, n_classes: int, dropout: float):
+        super().__init__()
+        self.dropout = dropout
+        self.proj = nn.Linear(dim, n_classes)
+
+    def forward(self, first: Tensor) -> Tensor:
+        return self.proj(dropout(first, self.dropout, self.training))
+
+
+def parse_layer_range(value: str, n_layers: int) -> range:
+    """XLM's ``--finetune_layers i:j`` -> the layers it trains: 0 is the embeddings (token, position,
+    language, their LayerNorm), k the k-th transformer layer; ``_k`` counts from the end (``_1`` is
+    the last), so ``0:_1`` is everything and ``3:_1`` layers 3 to the last."""
+    try:
+        i, j = (int(x.replace("_", "-")) for x in str(value).split(":"))
+    except ValueError:
+        raise XLMUserError(f"--finetune-layers {value!r}: expected i:j, e.g. 0:_1 (all) or 4:_1") from None
+    i, j = (n_layers + x + 1 if x < 0 else x for x in (i, j))
+    if not (0 <= i <= n_layers and 0 <= j <= n_layers):
+        raise XLMUserError(f"--finetune-layers {value!r}: layers are 0 (embeddings) to {n_layers}")
+    return range(i, j + 1)
+
+
+class XLMClassificationModel(_FromPretrained, FairseqEncoderModel):
+    """A sentence classifier: the pretrained LM's stack (without its output layer) and
+    :class:`ClassificationHead` on the first position. Built by ``xlm_transformer`` for ``--task
+    xlm_classification``; its stack's parameters are ``encoder.transformer.*``, as in an LM."""
+
+    def __init__(self, cfg, encoder: "XLMEncoder", n_classes: int):
+        super().__init__(encoder)
+        self.cfg = cfg
+        self.classification_head = ClassificationHead(encoder.transformer.dim, n_classes, cfg.dropout)
+
+    @property
+    def lm(self) -> XLMTransformer:
+        return self.encoder.transformer
+
+    def forward(self, src_tokens, src_lengths=None, src_langs=None, features_only: bool = False, **kwargs):
+        """Class scores (B x classes), or with ``features_only`` the last layer (B x T x C)."""
+        x = self.lm(src_tokens, langs=_expand_langs(src_langs, src_tokens))
+        return (x if features_only else self.classification_head(x[:, 0])), {}
+
+    def freeze_outside(self, layer_range: str) -> int:
+        """Train only the layers of ``--finetune-layers`` (and the head); returns the number of
+        parameters left trainable. fairseq's optimiser skips what needs no gradient."""
+        lm, trained = self.lm, parse_layer_range(layer_range, self.lm.n_layers)
+        embeddings = [lm.embeddings, lm.position_embeddings, lm.layer_norm_emb]
+        if lm.use_lang_emb:
+            embeddings.append(lm.lang_embeddings)
+        groups = [embeddings] + [
+            [lm.attentions[k], lm.layer_norm1[k], lm.ffns[k], lm.layer_norm2[k]] for k in range(lm.n_layers)
+        ]
+        for index, modules in enumerate(groups):
+            for module in modules:
+                for p in module.parameters():
+                    fixed = module is lm.position_embeddings and self.cfg.sinusoidal_embeddings
+                    p.requires_grad_(index in trained and not fixed)
+        return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+
 @register_model("xlm_transformer", dataclass=XLMConfig)
 class XLMModel(_FromPretrained, FairseqEncoderDecoderModel):
     """XLM for translation: encoder and decoder stacks, both initialised from one pretrained LM.
 
-    ``build_model`` gives this class for tasks whose ``builds_decoder`` is set (``translation_lm``)
-    and :class:`XLMLanguageModel` otherwise, so that checkpoints of either kind name one
+    ``build_model`` gives this class for tasks whose ``model_kind`` is ``translation``
+    (``translation_lm``), :class:`XLMClassificationModel` for ``classifier`` (``xlm_classification``)
+    and :class:`XLMLanguageModel` otherwise, so that checkpoints of every kind name one
     architecture. ``XLMModel.from_pretrained(dir)`` returns the hub of the checkpoint's kind.
     """
 
@@ -591,8 +660,11 @@ class XLMModel(_FromPretrained, FairseqEncoderDecoderModel):
                 with_output=with_output,
             )
 
-        if not getattr(task, "builds_decoder", False):
+        kind = getattr(task, "model_kind", "lm")
+        if kind == "lm":
             return XLMLanguageModel(cfg, XLMEncoder(dictionary, stack("encoder", False, True)))
+        if kind == "classifier":  # the LM's output layer is not needed: no unused parameters
+            return XLMClassificationModel(cfg, XLMEncoder(dictionary, stack("encoder", False, False)), task.num_classes)
         if cfg.decoder_embed_dim != cfg.encoder_embed_dim:
             raise XLMUserError("--decoder-embed-dim must equal --encoder-embed-dim (one pretrained LM)")
         # the encoder of a translation model never predicts words: no output layer, no unused bias

@@ -28,8 +28,8 @@ def load_dictionary(data: str) -> Dictionary:
 
 
 @dataclass
-class XLMTaskConfig(FairseqDataclass):
-    """Options both tasks share."""
+class XLMDataConfig(FairseqDataclass):
+    """Options every XLM task shares."""
 
     data: str = field(
         default="",
@@ -42,6 +42,13 @@ class XLMTaskConfig(FairseqDataclass):
     pretrained_xlm_checkpoint: str = field(
         default="", metadata={"help": "start from this LM (our .pt, or a converter OUT_DIR)"}
     )
+    seed: int = II("common.seed")
+
+
+@dataclass
+class XLMTaskConfig(XLMDataConfig):
+    """Options of the pretraining and translation tasks."""
+
     max_sentence_len: int = field(
         default=100,
         metadata={"help": "training sentences with more subwords than this on a side are dropped (XLM --max_len)"},
@@ -54,7 +61,6 @@ class XLMTaskConfig(FairseqDataclass):
             "default: one update = one step on the mean of all objectives"
         },
     )
-    seed: int = II("common.seed")
 
 
 class XLMTask(FairseqTask):
@@ -68,17 +74,24 @@ class XLMTask(FairseqTask):
     """
 
     criterion_name = "xlm_cross_entropy"
-    builds_decoder = False
+    model_kind = "lm"  # what xlm_transformer builds for the task: "lm", "translation" or "classifier"
 
-    def __init__(self, cfg, dictionary: Dictionary):
+    def __init__(self, cfg, dictionary: Optional[Dictionary]):
         super().__init__(cfg)
-        self.dictionary = dictionary
+        self._dictionary = dictionary
         self.set_langs(cfg.langs)
-        self.mask_idx = dictionary.index(MASK_SYMBOL)
         # the data-bin's text pipeline, saved in every checkpoint (fairseq's task_state) and put
         # back by fairseq when a checkpoint is loaded, so that a model keeps its own pipeline
         self.state.add_factory("text_pipeline", self._data_pipeline_settings)
         self._pipeline_cache = None
+
+    @property
+    def dictionary(self) -> Dictionary:
+        return self._dictionary
+
+    @property
+    def mask_idx(self) -> int:
+        return self.dictionary.index(MASK_SYMBOL)
 
     @property
     def data_dir(self) -> str:

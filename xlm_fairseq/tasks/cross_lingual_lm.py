@@ -77,7 +77,6 @@ class XLMCrossLingualLMTask(XLMTask):
     """XLM pretraining (MLM / TLM / CLM). Replaces fairseq's legacy task of the same name."""
 
     cfg: CrossLingualLMConfig
-    builds_decoder = False
 
     def __init__(self, cfg: CrossLingualLMConfig, dictionary: Dictionary):
         super().__init__(cfg, dictionary)

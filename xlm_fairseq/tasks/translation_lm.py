@@ -96,7 +96,7 @@ class TranslationLMConfig(XLMTaskConfig):
 @register_task_replacing("translation_lm", dataclass=TranslationLMConfig)
 class TranslationLMTask(XLMTask):
     cfg: TranslationLMConfig
-    builds_decoder = True
+    model_kind = "translation"
 
     def __init__(self, cfg: TranslationLMConfig, dictionary):
         super().__init__(cfg, dictionary)
