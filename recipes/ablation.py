@@ -30,12 +30,15 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from preprocess.errors import ArgumentParser
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+
+from driver import Driver  # noqa: E402
+
+from preprocess.errors import ArgumentParser  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -66,8 +69,11 @@ def runs_table():
     return runs
 
 
-class Ablation:
+class Ablation(Driver):
+    name = "ablation"
+
     def __init__(self, args):
+        super().__init__()
         self.args = args
         self.p = dict(QUICK if args.quick else FULL)
         for key in ("pretrain_minutes", "mt_minutes", "beam", "mt_lr"):
@@ -76,20 +82,9 @@ class Ablation:
         default = "runs/ablation-quick" if args.quick else "runs/ablation"
         self.work = Path(args.work_dir or ROOT / default).resolve()
         self.data = self.work / "data-bin"
-        self.env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
         self.results_path = self.work / "results.json"
 
     # ---- helpers -----------------------------------------------------------------------
-
-    def log(self, msg):
-        print(f"[ablation {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-    def run(self, cmd, log_path):
-        with open(log_path, "w") as out:
-            proc = subprocess.run([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=ROOT)
-        if proc.returncode != 0:
-            tail = Path(log_path).read_text(errors="replace").splitlines()[-15:]
-            sys.exit(f"ablation: error: {Path(cmd[0]).name} failed (see {log_path}):\n" + "\n".join(tail))
 
     def model_args(self, prefix=("encoder", "decoder")):
         p = self.p

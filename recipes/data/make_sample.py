@@ -43,6 +43,7 @@ EN_RO = {
     "train": 2000,
     "mono": {"ro": 3000},
 }
+XCLS_TRAIN = 3000  # rows of xcls/train.en.tsv (of 7,971); the validation files are shipped whole
 RESERVE = 1.5  # raw lines set aside per valid/test line, for what the dedup removes
 
 
@@ -199,6 +200,29 @@ def check(all_files):
         assert not valid & test, pair
 
 
+def build_xcls(data_dir, out, n_train):
+    """xcls/: ``n_train`` rows of the English training file (a seeded draw, in file order) and both
+    validation files whole (line-aligned English and German)."""
+    src = os.path.join(data_dir, "xcls")
+    files = {}
+    for name in ("train.en.tsv", "valid.en.tsv", "valid.de.tsv"):
+        lines = read_lines(os.path.join(src, name))
+        header, rows = lines[0], [line for line in lines[1:] if line]
+        if name.startswith("train."):
+            keep = sorted(random.Random(SEED).sample(range(len(rows)), min(n_train, len(rows))))
+            rows = [rows[i] for i in keep]
+        files[name] = [header] + rows
+    os.makedirs(os.path.join(out, "xcls"), exist_ok=True)
+    total = 0
+    for name, lines in files.items():
+        path = os.path.join(out, "xcls", name)
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write("".join(line + "\n" for line in lines))
+        total += os.path.getsize(path)
+        print(f"xcls/{name:<21} {len(lines) - 1:>6} rows  {os.path.getsize(path):>9,} bytes")
+    return total
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(os.path.dirname(here))
@@ -209,6 +233,8 @@ def main():
     p.add_argument("--pairs", default="en-de,en-ro", help="pairs to draw (default: en-de,en-ro)")
     for split in ("mono", "train", "valid", "test"):
         p.add_argument(f"--{split}", type=int, help=f"lines per {split} file instead of the sample's (a larger draw, same rules)")
+    p.add_argument("--xcls-train", type=int, default=XCLS_TRAIN,
+                   help=f"training rows of the topic classification sample (default {XCLS_TRAIN}; 0: no xcls/)")
     args = p.parse_args()
 
     used_by_train, held_out = set(), set()
@@ -235,6 +261,8 @@ def main():
             size = os.path.getsize(path)
             total += size
             print(f"{pair}/{name:<20} {len(files[name]):>6} lines {size:>9,} bytes")
+    if args.xcls_train:
+        total += build_xcls(args.data_dir, args.out, args.xcls_train)
     print(f"total {total:,} bytes")
 
 

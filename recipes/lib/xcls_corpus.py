@@ -1,0 +1,99 @@
+"""The pretraining text of the cross-lingual classification recipe (``recipes/xcls.py``), kept apart
+from the classification data: no pretraining line is a sentence of any classification text.
+
+Two corpora:
+  * ``sample``: the shipped en-de sample (``recipes/data/en-de``: translated manuals, no package
+    descriptions): monolingual ``mono.{en,de}`` and the parallel ``train.en-de`` pairs;
+  * ``shared``: ``../shared/data`` without its package descriptions (``ddtp``): man pages, manuals
+    (``docs.natural``) and interface strings (``gettext.natural``).
+
+In both, every language's monolingual stream also holds its side of the parallel pairs, so MLM and
+MLM+TLM pretraining read the same sentences and differ only in whether the pairs are seen aligned.
+Interface strings and man pages quote package descriptions (AppStream metadata, NAME lines): every
+line that is a sentence of a classification text (after lowercasing and collapsing spaces) is left
+out, and how many were is reported.
+"""
+
+import csv
+import re
+from pathlib import Path
+from typing import Dict, Iterable, List, Set, Tuple
+
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+VALID_PAIRS = 500  # the last pairs of the manuals, held out as valid data of the pretraining
+
+
+def _key(line: str) -> str:
+    return " ".join(line.lower().split())
+
+
+def classification_sentences(tsv_files: Iterable[Path]) -> Set[str]:
+    """Every sentence (and every whole text) of the ``text``/``text_b`` columns of these TSVs."""
+    found = set()
+    for path in tsv_files:
+        with open(path, encoding="utf-8", newline="") as f:
+            for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+                for column in ("text", "text_b"):
+                    text = row.get(column) or ""
+                    found.add(_key(text))
+                    found.update(_key(s) for s in SENTENCE_END.split(text))
+    found.discard("")
+    return found
+
+
+def _read(path: Path) -> List[str]:
+    with open(path, encoding="utf-8", newline="\n") as f:
+        return [line.strip() for line in f]
+
+
+def build(kind: str, source: Path, out: Path, held_out: Set[str], max_lines: int = 0) -> Dict[str, int]:
+    """Write ``out/{mono.en,mono.de,train.de-en.{de,en},valid.de-en.{de,en}}``; returns line counts
+    and ``dropped`` (lines left out as classification text)."""
+    if kind == "sample":
+        mono = {lang: _read(source / "en-de" / f"mono.{lang}") for lang in ("en", "de")}
+        pairs = list(zip(*(_read(source / "en-de" / f"train.en-de.{lang}") for lang in ("en", "de"))))
+        valid = list(zip(*(_read(source / "en-de" / f"valid.en-de.{lang}") for lang in ("en", "de"))))
+    elif kind == "shared":
+        mono = {lang: _read(source / "mono" / f"manpages.{lang}") for lang in ("en", "de")}
+        manuals = list(zip(*(_read(source / "en-de" / f"docs.natural.{lang}") for lang in ("en", "de"))))
+        strings = list(zip(*(_read(source / "en-de" / f"gettext.natural.{lang}") for lang in ("en", "de"))))
+        pairs, valid = manuals[:-VALID_PAIRS] + strings, manuals[-VALID_PAIRS:]
+    else:
+        raise ValueError(f"unknown corpus {kind!r}")
+    dropped = 0
+
+    def keep_pairs(items: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
+        nonlocal dropped
+        kept, seen = [], set()
+        for en, de in items:
+            if not en or not de or (en, de) in seen:
+                continue
+            if _key(en) in held_out or _key(de) in held_out:
+                dropped += 1
+                continue
+            seen.add((en, de))
+            kept.append((en, de))
+        return kept
+
+    pairs, valid = keep_pairs(pairs), keep_pairs(valid)
+    if max_lines:
+        pairs = pairs[:max_lines]
+    counts = {}
+    out.mkdir(parents=True, exist_ok=True)
+    for i, lang in enumerate(("en", "de")):
+        lines = []
+        for line in mono[lang]:
+            if line and _key(line) in held_out:
+                dropped += 1
+            elif line:
+                lines.append(line)
+        if max_lines:
+            lines = lines[:max_lines]
+        lines += [pair[i] for pair in pairs]
+        files = {f"mono.{lang}": lines, f"train.de-en.{lang}": [p[i] for p in pairs]}
+        files[f"valid.de-en.{lang}"] = [p[i] for p in valid]
+        for name, content in files.items():
+            (out / name).write_text("".join(line + "\n" for line in content), encoding="utf-8")
+            counts[name] = len(content)
+    counts["dropped"] = dropped
+    return counts

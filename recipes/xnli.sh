@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+#
+# XLM on XNLI (Lample & Conneau 2019, Table 1): fine-tune the MLM+TLM XNLI-15 model on English
+# MultiNLI, test in the 15 XNLI languages with no training data in 14 of them (paper: en 85.0,
+# de 77.8, average 75.1 %). Run from anywhere; see --help and recipes/README.md.
+#
+#   recipes/xnli.sh --dry-run             # list every command
+#   recipes/xnli.sh --gpus 1 --fp16       # the whole recipe
+set -euo pipefail
+
+RECIPE=xnli.sh
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib/stages.sh
+source "$REPO/recipes/lib/stages.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/wmt16_download.sh
+source "$REPO/recipes/lib/wmt16_download.sh"
+
+XNLI_URL=https://dl.fbaipublicfiles.com/XNLI/XNLI-1.0.zip
+MNLI_URL=https://cims.nyu.edu/~sbowman/multinli/multinli_1.0.zip
+XNLI_LANGS=ar,bg,de,el,en,es,fr,hi,ru,sw,th,tr,ur,vi,zh
+DEFAULT_MODEL=FacebookAI/xlm-mlm-tlm-xnli15-1024  # XLM's mlm_tlm_xnli15_1024.pth: 1024 dims, 12 layers
+
+usage() {
+  cat <<EOF
+Usage: recipes/$RECIPE [options]
+
+XNLI with xlm-fairseq, XLM's way: fine-tune a pretrained XLM on the English MultiNLI training set
+(--task xlm_classification, sentence pairs, XLM's head on the first position), validate and test
+in all 15 XNLI languages. Stages:
+
+  1 download   XNLI-1.0.zip (dev and test sets) and multinli_1.0.zip (English training set),
+               checked against recipes/checksums.sha256, unpacked with python -m zipfile
+  2 data       python -m preprocess.xnli: {train.en,valid.LANG,test.LANG}.tsv (raw text; the
+               model's own pipeline tokenises, lowercases and strips accents)
+  3 model      python -m xlm_fairseq.convert MODEL (default $DEFAULT_MODEL,
+               XLM's released MLM+TLM model, through huggingface_hub); an existing directory or
+               checkpoint is used as it is
+  4 finetune   fairseq-train --task xlm_classification, XLM's hyper-parameters: Adam lr 2.5e-5,
+               batches of 8 pairs, sentences cut at 256 subwords, dropout 0.1, all layers fine-tuned,
+               validation every 20,000 pairs (XLM's epoch), the checkpoint of best mean accuracy
+  5 test       python -m xlm_fairseq.classify on test.LANG.tsv: accuracy per language and average
+
+Options:
+  --stage N              first stage to run (default 1)
+  --stop-stage M         last stage to run (default 5)
+  --work-dir DIR         everything goes here (default ./work/xnli)
+  --data-dir DIR         take XNLI-1.0.zip and multinli_1.0.zip from DIR instead of downloading
+                         them; they are checked the same way
+  --model NAME|DIR       the pretrained model: a Hugging Face id (converted) or a model directory /
+                         checkpoint of ours (default $DEFAULT_MODEL)
+  --arch-args "ARGS"     the model's architecture for fairseq-train
+                         (default "--arch xlm_1024 --encoder-layers 12", the XNLI-15 model's)
+  --lr LR                fine-tuning learning rate (default 2.5e-5; XLM: sweep 5e-6, 2.5e-5, 1.25e-4)
+  --batch-size N         pairs per batch and GPU (default 8; XLM: 4 or 8)
+  --max-update N         updates of the fine-tuning (default 625000: XLM's 250 epochs of 20,000 pairs)
+  --gpus N               GPUs (--distributed-world-size N); 0: --cpu (default 1)
+  --fp16                 mixed precision
+  --dry-run              print every command, one a line, and run nothing (creates no file)
+  -h, --help             this text
+
+Re-runs: a finished stage leaves WORK/.stages/N.done and is skipped next time; fairseq-train resumes
+from its checkpoint_last.pt. The two archives' SHA-256 digests in recipes/checksums.sha256 are the
+ones Hugging Face's datasets library records for them; a file that differs is refused.
+EOF
+}
+
+STAGE=1 STOP_STAGE=5 WORK_DIR=./work/xnli DATA_DIR="" MODEL=$DEFAULT_MODEL
+ARCH_ARGS="--arch xlm_1024 --encoder-layers 12" LR=2.5e-5 BATCH=8 MAX_UPDATE=625000 GPUS=1 FP16=0 ACCEPT_NEW=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -h | --help) usage; exit 0 ;;
+    --stage | --stop-stage | --work-dir | --data-dir | --model | --arch-args | --lr | --batch-size | --max-update | --gpus)
+      [[ $# -ge 2 && -n $2 && $2 != --* ]] || die "option $1 needs a value (see --help)"
+      case $1 in
+        --stage) STAGE=$2 ;; --stop-stage) STOP_STAGE=$2 ;; --work-dir) WORK_DIR=$2 ;; --data-dir) DATA_DIR=$2 ;;
+        --model) MODEL=$2 ;; --arch-args) ARCH_ARGS=$2 ;; --lr) LR=$2 ;; --batch-size) BATCH=$2 ;;
+        --max-update) MAX_UPDATE=$2 ;; --gpus) GPUS=$2 ;;
+      esac
+      shift 2 ;;
+    --fp16) FP16=1; shift ;;
+    --dry-run) DRY_RUN=1; shift ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+[[ $STAGE =~ ^[1-5]$ ]] || die "--stage must be 1..5, got '$STAGE'"
+[[ $STOP_STAGE =~ ^[1-5]$ ]] || die "--stop-stage must be 1..5, got '$STOP_STAGE'"
+((STAGE <= STOP_STAGE)) || die "--stage $STAGE comes after --stop-stage $STOP_STAGE"
+[[ $GPUS =~ ^[0-9]+$ ]] || die "--gpus must be 0 or a positive integer, got '$GPUS'"
+[[ $BATCH =~ ^[1-9][0-9]*$ ]] || die "--batch-size must be a positive integer, got '$BATCH'"
+[[ $MAX_UPDATE =~ ^[1-9][0-9]*$ ]] || die "--max-update must be a positive integer, got '$MAX_UPDATE'"
+[[ $LR =~ ^[0-9.]+([eE]-?[0-9]+)?$ ]] || die "--lr must be a number, got '$LR'"
+((FP16 == 0 || GPUS > 0)) || die "--fp16 needs a GPU (--gpus 0 was given)"
+[[ -z $DATA_DIR || $DRY_RUN == 1 || -d $DATA_DIR ]] || die "--data-dir $DATA_DIR is not a directory"
+
+case $WORK_DIR in /*) WORK=$WORK_DIR ;; *) WORK=$PWD/${WORK_DIR#./} ;; esac
+[[ -z $DATA_DIR || $DATA_DIR == /* ]] || DATA_DIR=$PWD/${DATA_DIR#./}
+PYTHON=${PYTHON:-python}
+TOOLS=$REPO/recipes/lib/wmt16_tools.py
+CHECKSUMS=$REPO/recipes/checksums.sha256
+LOCK=$WORK/checksums.lock
+DOWNLOADS=$WORK/downloads
+RAW=$WORK/raw
+DATA=$WORK/xnli
+SAVE=$WORK/checkpoints/xnli
+MARKERS=$WORK/.stages
+STAGE_IDS=(1 2 3 4 5)
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+stage_key() { printf 'recipe=%s model=%s lr=%s batch=%s max_update=%s\n' "$RECIPE" "$MODEL" "$LR" "$BATCH" "$MAX_UPDATE"; }
+
+if [[ -e $MODEL || $MODEL == /* || $MODEL == ./* ]]; then PRETRAINED=$MODEL; else PRETRAINED=$WORK/model; fi
+
+stage_download() {
+  run mkdir -p "$DOWNLOADS" "$RAW"
+  fetch XNLI-1.0.zip "$XNLI_URL"
+  fetch multinli_1.0.zip "$MNLI_URL"
+  run "$PYTHON" -m zipfile -e "$DOWNLOADS/XNLI-1.0.zip" "$RAW"
+  run "$PYTHON" -m zipfile -e "$DOWNLOADS/multinli_1.0.zip" "$RAW"
+}
+
+stage_data() {
+  run "$PYTHON" -m preprocess.xnli "$DATA" --xnli "$RAW/XNLI-1.0" --mnli "$RAW/multinli_1.0" --force
+}
+
+stage_model() {
+  if [[ $PRETRAINED == "$WORK/model" ]]; then
+    run "$PYTHON" -m xlm_fairseq.convert "$MODEL" "$PRETRAINED" --force
+  else
+    note "model: $PRETRAINED as it is"
+  fi
+}
+
+stage_finetune() {
+  local -a arch device=()
+  read -r -a arch <<< "$ARCH_ARGS"
+  if ((GPUS == 0)); then device=(--cpu); else device=(--distributed-world-size "$GPUS"); fi
+  ((FP16 == 1)) && device+=(--fp16)
+  run fairseq-train "$DATA" --user-dir "$REPO/xlm_fairseq" --task xlm_classification \
+    --pretrained-xlm-checkpoint "$PRETRAINED" "${arch[@]}" --train-langs en --valid-langs "$XNLI_LANGS" \
+    --max-sentence-len 256 --finetune-layers 0:_1 --dropout 0.1 --attention-dropout 0.1 \
+    --batch-size "$BATCH" --optimizer adam --lr "$LR" --lr-scheduler fixed --max-update "$MAX_UPDATE" \
+    --validate-interval-updates $((20000 / BATCH)) --save-interval-updates $((20000 / BATCH)) --keep-interval-updates 1 \
+    --no-epoch-checkpoints --best-checkpoint-metric acc --maximize-best-checkpoint-metric \
+    --num-workers 2 --seed 1 --log-format simple --log-interval 100 "${device[@]}" --save-dir "$SAVE"
+}
+
+stage_test() {
+  local -a files=()
+  local lang
+  for lang in ${XNLI_LANGS//,/ }; do files+=("$DATA/test.$lang.tsv"); done
+  run "$PYTHON" -m xlm_fairseq.classify "$SAVE" "${files[@]}" --checkpoint-file checkpoint_best.pt \
+    --out-dir "$WORK/predictions" --json "$WORK/test_accuracy.json"
+  run "$PYTHON" -c 'import json, sys; r = json.load(open(sys.argv[1])); acc = {k.split(".")[1]: v["accuracy"] for k, v in r.items()}; print("average %.1f %% over %d languages (paper, MLM+TLM: 75.1); en %.1f (85.0), de %.1f (77.8)" % (sum(acc.values()) / len(acc), len(acc), acc["en"], acc["de"]))' "$WORK/test_accuracy.json"
+}
+
+if [[ $DRY_RUN == 1 ]]; then
+  note "dry run of $RECIPE: nothing is run or written; work dir $WORK"
+  printf 'export PYTHONPATH=%s\n' "$(quote_cmd "$PYTHONPATH")"
+fi
+STEPS=("" stage_download stage_data stage_model stage_finetune stage_test)
+NAMES=("" download data model finetune test)
+for ((n = STAGE; n <= STOP_STAGE; n++)); do
+  run_stage "$n" "stage $n: ${NAMES[$n]}" "" "${STEPS[$n]}"
+done
