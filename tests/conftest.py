@@ -16,8 +16,9 @@ BIN = Path(sys.executable).parent  # fairseq-* console scripts of this environme
 
 
 def run(cmd, ok=True, **kw):
-    """Run a command (list); return CompletedProcess; on unexpected status show its output."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2")
+    """Run a command (list); return CompletedProcess; on unexpected status show its output.
+    ``env_extra``: environment variables to add."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2", **kw.pop("env_extra", {}))
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=kw.pop("cwd", ROOT), env=env, **kw)
     if ok and proc.returncode != 0:
         raise AssertionError(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")

@@ -722,3 +722,68 @@ def test_summary_table(tmp_path):
     rows = [line.split() for line in result.stdout.splitlines()[1:]]
     assert rows == [["en-de", "25.1", "26.0", "26.4"], ["de-en", "33.2", "34.0", "34.3"]]
     assert (tmp_path / "summary.txt").read_text() == result.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# recipes/xnli.sh (the fine-tuning itself is tested on tiny models in test_classification.py)
+# ------------------------------------------------------------------------------------------------
+
+XNLI = RECIPES / "xnli.sh"
+XNLI_LANGS = "ar,bg,de,el,en,es,fr,hi,ru,sw,th,tr,ur,vi,zh"
+
+
+def test_dry_run_xnli(tmp_path):
+    commands, listing = dry_run(tmp_path, XNLI)
+    work = str(tmp_path / "cwd" / "work" / "xnli")
+    assert downloads(commands) == ["XNLI-1.0.zip", "multinli_1.0.zip"]
+    assert {"XNLI-1.0.zip", "multinli_1.0.zip"} <= published_names()
+    for name in ("XNLI-1.0.zip", "multinli_1.0.zip"):
+        find_one(commands, "python", str(TOOLS), "verify", having=("--name", name))
+    assert len(find(commands, "python", "-m", "zipfile", "-e")) == 2
+    data = find_one(commands, "python", "-m", "preprocess.xnli")
+    assert data[3] == f"{work}/xnli" and opt(data, "--mnli") == f"{work}/raw/multinli_1.0"
+    convert = find_one(commands, "python", "-m", "xlm_fairseq.convert")
+    assert convert[3:5] == ["FacebookAI/xlm-mlm-tlm-xnli15-1024", f"{work}/model"]
+    train = find_one(commands, "fairseq-train")
+    # XLM's glue-xnli.py settings: adam lr 2.5e-5, batches of 8, max_len 256, all layers, 20,000-pair epochs
+    assert_options(train, task="xlm_classification", pretrained_xlm_checkpoint=f"{work}/model", arch="xlm_1024",
+                   encoder_layers="12", train_langs="en", valid_langs=XNLI_LANGS, max_sentence_len="256",
+                   finetune_layers="0:_1", batch_size="8", optimizer="adam", lr="2.5e-5", lr_scheduler="fixed",
+                   dropout="0.1", validate_interval_updates="2500", best_checkpoint_metric="acc",
+                   maximize_best_checkpoint_metric=True, distributed_world_size="1")  # fmt: skip
+    test = find_one(commands, "python", "-m", "xlm_fairseq.classify")
+    assert [c for c in test if c.endswith(".tsv")] == [f"{work}/xnli/test.{x}.tsv" for x in XNLI_LANGS.split(",")]
+    assert "75.1" in listing  # the paper's average, printed beside ours
+
+    # an existing model directory is used as it is; --gpus 0 trains on the CPU
+    model = tmp_path / "mine"
+    model.mkdir()
+    commands, _ = dry_run(tmp_path, XNLI, "--model", model, "--gpus", "0", "--lr", "5e-6", "--stage", "3")
+    assert not find(commands, "python", "-m", "xlm_fairseq.convert") and not downloads(commands)
+    train = find_one(commands, "fairseq-train")
+    assert_options(train, pretrained_xlm_checkpoint=str(model), cpu=True, lr="5e-6", distributed_world_size=None)
+
+
+def test_xnli_refuses_archives_that_are_not_the_published_ones(tmp_path):
+    mirror, work = tmp_path / "mirror", tmp_path / "work"
+    mirror.mkdir()
+    for name in ("XNLI-1.0.zip", "multinli_1.0.zip"):
+        with zipfile.ZipFile(mirror / name, "w") as z:
+            z.writestr("XNLI-1.0/xnli.dev.tsv", "language\tgold_label\n")
+    result = recipe(XNLI, "--data-dir", mirror, "--work-dir", work, "--stop-stage", "2", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "XNLI-1.0.zip: SHA-256" in result.stderr and "differs from 4ba1d5e1" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("xnli.sh: error: refusing")
+    assert not (work / "raw" / "XNLI-1.0").exists() and not (work / ".stages").exists()
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [(["--stage", "0"], "--stage"), (["--gpus", "0", "--fp16"], "--fp16"), (["--lr", "fast"], "--lr"),
+     (["--batch-size", "0"], "--batch-size"), (["--model"], "--model needs a value"), (["--frob"], "unknown option")],
+)  # fmt: skip
+def test_xnli_bad_options(tmp_path, args, needle):
+    result = recipe(XNLI, *args, "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == "" and tree(tmp_path) == []
+    assert result.stderr.startswith("xnli.sh: error: ") and needle in result.stderr
+    assert len(result.stderr.splitlines()) == 1

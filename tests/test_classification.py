@@ -1,0 +1,334 @@
+"""Cross-lingual classification: --task xlm_classification fine-tunes the tiny pretrained LM on English
+package-description topics (the shipped xcls sample) and validates English and German; the save dir
+alone classifies from Python and from the command line, with the accuracies fairseq logged; random
+initialisation takes its vocabulary from the data directory; bad input is one line and touches no file."""
+
+import hashlib
+import json
+import shutil
+
+import pytest
+import torch
+from conftest import BIN, ROOT, SAMPLE, TRAIN_ARGS, fairseq, head, json_logs, run
+
+from preprocess.classification import read_tsv
+from xlm_fairseq.data.classification import SentenceClassificationDataset, encode_row
+from xlm_fairseq.models.xlm import parse_layer_range
+
+XCLS = SAMPLE / "xcls"
+CLASSIFY_ARGS = [*TRAIN_ARGS, "--task", "xlm_classification", "--lr", "0.0005", "--batch-size", "16"]
+CLASSIFY_ARGS += ["--best-checkpoint-metric", "acc_en", "--maximize-best-checkpoint-metric"]
+
+
+def head_tsv(name, dst, rows):
+    lines = (XCLS / name).read_text(encoding="utf-8").splitlines(keepends=True)
+    dst.write_text("".join(lines[: rows + 1]), encoding="utf-8")
+    return dst
+
+
+@pytest.fixture(scope="module")
+def xcls(tmp_path_factory):
+    """300 English training rows, 60 validation rows in English and German (the same packages)."""
+    d = tmp_path_factory.mktemp("xcls")
+    head_tsv("train.en.tsv", d / "train.en.tsv", 300)
+    for lang in ("en", "de"):
+        head_tsv(f"valid.{lang}.tsv", d / f"valid.{lang}.tsv", 60)
+    return d
+
+
+@pytest.fixture(scope="module")
+def classifier(xcls, pretrained, tmp_path_factory):
+    """Fine-tuned from a copy of the pretrained LM that is deleted afterwards, on a copy of the data
+    that is deleted too: what the save dir needs must travel inside its checkpoints."""
+    work = tmp_path_factory.mktemp("classifier")
+    lm, data, save = work / "lm.pt", work / "data", work / "save"
+    shutil.copy(pretrained, lm)
+    shutil.copytree(xcls, data)
+    proc = fairseq(
+        "train", data, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", lm, "--max-epoch", "3", "--save-dir", save
+    )
+    lm.unlink()
+    shutil.rmtree(data)
+    return save, proc.stdout + proc.stderr
+
+
+def test_training_logs_per_language_accuracy(classifier):
+    save, log = classifier
+    valid = json_logs(log, "valid")
+    assert len(valid) == 3
+    for v in valid:
+        en, de, mean = float(v["valid_acc_en"]), float(v["valid_acc_de"]), float(v["valid_acc"])
+        assert 0 <= en <= 100 and 0 <= de <= 100
+        assert mean == pytest.approx((en + de) / 2, abs=0.011)  # unweighted mean of the languages
+    assert "initialised from" in log and "parameters trained" in log
+    # fairseq tracks the best English accuracy (logged from the second validation on)
+    assert float(valid[-1]["valid_best_acc_en"]) == max(float(v["valid_acc_en"]) for v in valid)
+    # it learnt something: training loss fell below the label prior's entropy (2.86 bits here)
+    train = json_logs(log, "train")
+    assert float(train[-1]["train_loss"]) < float(train[0]["train_loss"])
+
+
+def _valid_line_of_best(log):
+    valid = json_logs(log, "valid")
+    # fairseq keeps a tie as the new best (>=): the last validation with the best English accuracy
+    return max(valid, key=lambda v: (float(v["valid_acc_en"]), int(v["valid_num_updates"])))
+
+
+def test_hub_from_save_dir_alone(classifier, xcls, tmp_path):
+    """From a copy of the save dir, with an empty cache: labels, languages, dictionary and subword
+    model come from the checkpoint; accuracy on the validation files equals what fairseq logged."""
+    save, log = classifier
+    moved = tmp_path / "moved"
+    shutil.copytree(save, moved)
+    code = f"""
+import json, sys
+from xlm_fairseq import XLMModel
+from preprocess.classification import read_tsv
+clf = XLMModel.from_pretrained({str(moved)!r}, checkpoint_file="checkpoint_best.pt")
+out = {{"type": type(clf).__name__, "labels": clf.labels, "langs": clf.langs}}
+for lang in ("en", "de"):
+    rows = read_tsv({str(xcls)!r} + f"/valid.{{lang}}.tsv")
+    predicted = clf.classify(rows.texts, lang)
+    out[lang] = 100 * sum(p == g for p, g in zip(predicted, rows.labels)) / len(rows)
+    out[lang + "_single"] = clf.classify(rows.texts[0], lang) == predicted[0]
+probs = clf.classify("A text editor for programmers.", "en", probs=True)
+out["probs"] = sum(probs.values())
+print("RESULT " + json.dumps(out))
+"""
+    proc = run([BIN / "python", "-c", code], env_extra={"XLM_FAIRSEQ_CACHE": str(tmp_path / "cache")})
+    result = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    assert result["type"] == "XLMClassificationHubInterface"
+    assert result["labels"] == sorted({r for r in read_tsv(str(xcls / "train.en.tsv")).labels})
+    assert result["langs"] == ["en", "de", "ro"]
+    best = _valid_line_of_best(log)
+    assert result["en"] == pytest.approx(float(best["valid_acc_en"]), abs=0.01)
+    assert result["de"] == pytest.approx(float(best["valid_acc_de"]), abs=0.01)
+    assert result["en_single"] and result["de_single"]
+    assert result["probs"] == pytest.approx(1.0, abs=1e-4)
+    assert (tmp_path / "cache" / "subword_models").is_dir()  # the checkpoint's spm.model, restored
+
+
+def test_classify_command(classifier, xcls, tmp_path):
+    save, log = classifier
+    out, js = tmp_path / "preds", tmp_path / "acc.json"
+    proc = run([BIN / "python", "-m", "xlm_fairseq.classify", save, xcls / "valid.en.tsv", xcls / "valid.de.tsv",
+                "--out-dir", out, "--json", js])  # fmt: skip
+    result = json.loads(js.read_text())
+    best = _valid_line_of_best(log)
+    assert result["valid.de.tsv"]["accuracy"] == pytest.approx(float(best["valid_acc_de"]), abs=0.01)
+    assert "valid.de.tsv (de): 60 rows, accuracy" in proc.stdout
+    lines = (out / "valid.de.pred.tsv").read_text().splitlines()
+    assert lines[0] == "id\tprediction\tprobability\tlabel" and len(lines) == 61
+    # a file without labels is classified, not scored
+    unlabelled = tmp_path / "new.de.tsv"
+    unlabelled.write_text("id\ttext\nx\tEin Editor für Textdateien.\n", encoding="utf-8")
+    proc = run([BIN / "python", "-m", "xlm_fairseq.classify", save, unlabelled])
+    assert "new.de.tsv (de): 1 rows, no labels" in proc.stdout
+
+
+def test_hubs_refuse_each_others_models(classifier, pretrained, data_bin):
+    from xlm_fairseq.classification_hub import XLMClassificationHubInterface
+    from xlm_fairseq.errors import XLMUserError
+    from xlm_fairseq.hub import XLMHubInterface
+
+    save, _ = classifier
+    with pytest.raises(XLMUserError, match="a classifier"):
+        XLMHubInterface.from_pretrained(save, checkpoint_file="checkpoint_best.pt")
+    with pytest.raises(XLMUserError, match="not a classifier"):
+        XLMClassificationHubInterface.from_pretrained(pretrained, data_name_or_path=str(data_bin))
+    clf = XLMClassificationHubInterface.from_pretrained(save, checkpoint_file="checkpoint_best.pt")
+    with pytest.raises(XLMUserError, match="not one of the model's"):
+        clf.classify("Hallo", "fr")
+    with pytest.raises(XLMUserError, match="no word predictions"):
+        clf.fill_mask("A <mask> editor.", "en")
+    assert clf.extract_features(clf.encode("A text editor.", "en"), "en").shape[-1] == 64
+
+
+def test_random_init_takes_the_data_directory_vocabulary(xcls, data_bin, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(xcls, data)
+    proc = fairseq("train", data, *CLASSIFY_ARGS, "--max-epoch", "1", "--save-dir", tmp_path / "s1", ok=False)
+    assert proc.returncode != 0 and "no dict.txt; give --pretrained-xlm-checkpoint" in proc.stderr
+    for name in ("dict.txt", "text_pipeline.json", "spm.model"):
+        shutil.copy(data_bin / name, data / name)
+    proc = fairseq("train", data, *CLASSIFY_ARGS, "--max-epoch", "1", "--save-dir", tmp_path / "s2")
+    assert "initialised from" not in proc.stdout + proc.stderr
+    valid = json_logs(proc.stdout + proc.stderr, "valid")
+    assert {"valid_acc_en", "valid_acc_de", "valid_acc"} <= set(valid[-1])
+    # the languages were those of the files, carried by the checkpoint
+    state = torch.load(tmp_path / "s2" / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+    assert state["task_state"]["langs"] == ["de", "en"] and not state["cfg"]["task"]["langs"]
+    assert state["task_state"]["labels"] == sorted(set(read_tsv(str(xcls / "train.en.tsv")).labels))
+
+
+def _digests(*dirs):
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest() for d in dirs for p in sorted(d.rglob("*")) if p.is_file()
+    }
+
+
+BAD_INPUT = {
+    "unknown label": ("valid.de.tsv", "id\tlabel\ttext\nx\tpoetry\tEin Gedicht.\n", "label 'poetry' is not one of"),
+    "missing column": ("valid.de.tsv", "id\ttext\nx\tEin Gedicht.\n", "no 'label' column"),
+    "empty file": ("valid.de.tsv", "", "valid.de.tsv: empty file"),
+    "invalid UTF-8": ("valid.de.tsv", b"id\tlabel\ttext\nx\ttext\tEin Ged\xffcht.\n", "invalid UTF-8"),
+    "language not in the model": ("train.fr.tsv", "id\tlabel\ttext\nx\ttext\tUn texte.\n", "'fr' is not one of"),
+    "ragged row": ("valid.de.tsv", "id\tlabel\ttext\nx\ttext\n", "2 tab-separated fields, the header has 3"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUT, ids=list(BAD_INPUT))
+def test_bad_input_is_one_line_and_touches_nothing(case, xcls, classifier, pretrained, tmp_path):
+    name, content, message = BAD_INPUT[case]
+    data, save = tmp_path / "data", tmp_path / "save"
+    shutil.copytree(xcls, data)
+    shutil.copytree(classifier[0], save)  # a run that was going: its checkpoints must survive
+    path = data / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    before = _digests(data, save)
+    proc = fairseq("train", data, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-epoch", "4",
+                   "--save-dir", save, ok=False)  # fmt: skip
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-2000:]
+    assert message in errors[0] and name in errors[0]
+    assert "Traceback" not in proc.stderr
+    assert _digests(data, save) == before
+
+
+def test_conflicting_dictionary_beside_the_tsvs(xcls, pretrained, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(xcls, data)
+    (data / "dict.txt").write_text("<special0> 1\n<special1> 1\nfoo 5\n", encoding="utf-8")
+    proc = fairseq("train", data, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-epoch", "1",
+                   "--save-dir", tmp_path / "save", ok=False)  # fmt: skip
+    assert proc.returncode != 0 and "differs from the dictionary of --pretrained-xlm-checkpoint" in proc.stderr
+    assert not (tmp_path / "save" / "checkpoint_last.pt").exists()
+
+
+def test_rows_as_xlm_feeds_them():
+    eos = 2
+    row, cut = encode_row([10, 11, 12], None, eos, max_len=256, max_positions=512)
+    assert row == [eos, 10, 11, 12, eos] and not cut
+    # a pair: </s> a </s> b </s> (XLM's concat_batches without position reset)
+    row, _ = encode_row([10, 11], [20], eos, max_len=256, max_positions=512)
+    assert row == [eos, 10, 11, eos, 20, eos]
+    # XLM's truncate: max_len tokens of </s> w .. </s>, the last one </s>
+    row, cut = encode_row(list(range(10, 20)), [20, 21, 22], eos, max_len=5, max_positions=512)
+    assert row == [eos, 10, 11, 12, eos, 20, 21, 22, eos] and cut
+    row, cut = encode_row(list(range(10, 20)), None, eos, max_len=256, max_positions=6)
+    assert row == [eos, 10, 11, 12, 13, eos] and cut
+    data = SentenceClassificationDataset([[2, 5, 2], [2, 5, 6, 7, 2]], [1, 0], [3, 0], pad=1, shuffle=False, seed=1)
+    batch = data.collater([data[i] for i in data.ordered_indices()])
+    assert batch["net_input"]["src_tokens"].tolist() == [[2, 5, 2, 1, 1], [2, 5, 6, 7, 2]]
+    assert batch["net_input"]["src_langs"].tolist() == [1, 0] and batch["target"].tolist() == [3, 0]
+
+
+def test_finetune_layers():
+    assert list(parse_layer_range("0:_1", 6)) == [0, 1, 2, 3, 4, 5, 6]
+    assert list(parse_layer_range("4:_1", 6)) == [4, 5, 6]
+    assert list(parse_layer_range("0:0", 6)) == [0]
+    from xlm_fairseq.errors import XLMUserError
+
+    for bad in ("all", "0:7", "1"):
+        with pytest.raises(XLMUserError, match="--finetune-layers"):
+            parse_layer_range(bad, 6)
+
+
+def test_frozen_layers_do_not_move(xcls, pretrained, tmp_path):
+    """--finetune-layers 2:_1 on the 2-layer model: the embeddings and layer 1 keep their pretrained
+    values, layer 2 and the head are trained."""
+    save = tmp_path / "save"
+    fairseq("train", xcls, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-update", "5",
+            "--finetune-layers", "2:_1", "--disable-validation", "--save-dir", save)  # fmt: skip
+    before = torch.load(pretrained, map_location="cpu", weights_only=False)["model"]
+    after = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
+    prefix = "encoder.transformer."
+    for name in ("embeddings.weight", "position_embeddings.weight", "layer_norm_emb.weight", "ffns.0.lin1.weight"):
+        assert torch.equal(before[prefix + name], after[prefix + name]), name
+    # language embeddings are reordered to the classifier's languages (the same here)
+    assert not torch.equal(before[prefix + "ffns.1.lin1.weight"], after[prefix + "ffns.1.lin1.weight"])
+    assert "classification_head.proj.weight" in after
+
+
+def test_sentence_pairs_from_xnli_layout(pretrained, tmp_path):
+    """The official XNLI/MultiNLI layouts through python -m preprocess.xnli, then a pair classifier."""
+    xnli, mnli = tmp_path / "XNLI-1.0", tmp_path / "multinli_1.0"
+    xnli.mkdir()
+    mnli.mkdir()
+    header = ["language", "gold_label", "sentence1_binary_parse", "sentence2_binary_parse", "sentence1_parse",
+              "sentence2_parse", "sentence1", "sentence2", "promptID", "pairID", "genre"]  # fmt: skip
+    en = head(SAMPLE / "en-de" / "test.en-de.en", tmp_path / "en", 60).read_text().splitlines()
+    de = head(SAMPLE / "en-de" / "test.en-de.de", tmp_path / "de", 60).read_text().splitlines()
+    labels = ["entailment", "neutral", "contradiction"]
+    for split in ("dev", "test"):
+        rows = ["\t".join(header)]
+        for lang, text in (("en", en), ("de", de), ("fr", en)):
+            for i in range(20):
+                rows.append("\t".join([lang, labels[i % 3], "", "", "", "", text[i], text[i + 20], "1", str(i), "g"]))
+        rows.append("\t".join(["de", "-", "", "", "", "", "no gold label", "x", "1", "99", "g"]))
+        (xnli / f"xnli.{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    mnli_header = ["gold_label", "sentence1_binary_parse", "sentence2_binary_parse", "sentence1_parse",
+                   "sentence2_parse", "sentence1", "sentence2", "promptID", "pairID", "genre"]  # fmt: skip
+    rows = ["\t".join(mnli_header)]
+    for i in range(40):
+        rows.append("\t".join([labels[i % 3], "", "", "", "", en[i], en[i + 20], "1", f"{i}e", "fiction"]))
+    (mnli / "multinli_1.0_train.txt").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    out = tmp_path / "xnli-data"
+    proc = run([BIN / "python", "-m", "preprocess.xnli", out, "--xnli", xnli, "--mnli", mnli])
+    assert "valid left out: 1 rows" in proc.stdout
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"{s}.{lang}.tsv" for s in ("valid", "test") for lang in ("de", "en", "fr")] + ["train.en.tsv"]
+    )
+    rows = read_tsv(str(out / "valid.de.tsv"))
+    assert rows.is_pair and rows.texts[0] == de[0] and rows.texts_b[0] == de[20] and len(rows) == 20
+    again = run([BIN / "python", "-m", "preprocess.xnli", out, "--xnli", xnli, "--mnli", mnli], ok=False)
+    assert again.returncode == 2 and "exists; give --force" in again.stderr
+    # fr is not a language of the model: left out of the default validation languages
+    save = tmp_path / "save"
+    proc = fairseq("train", out, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-epoch", "1",
+                   "--save-dir", save)  # fmt: skip
+    log = proc.stdout + proc.stderr
+    assert "fr left out (not languages of the model)" in log
+    assert {"valid_acc_en", "valid_acc_de"} <= set(json_logs(log, "valid")[-1])
+    from xlm_fairseq import XLMModel
+
+    clf = XLMModel.from_pretrained(save, checkpoint_file="checkpoint_last.pt")
+    assert clf.labels == sorted(labels)
+    assert clf.classify("Ein Satz.", "de", texts_b="Noch ein Satz.") in labels
+
+
+def test_retrieval_command(pretrained, data_bin, tmp_path):
+    en, de = tmp_path / "t.en", tmp_path / "t.de"
+    for lang, path in (("en", en), ("de", de)):
+        lines = open(SAMPLE / "en-de" / f"test.en-de.{lang}", encoding="utf-8").readlines()[:40]
+        path.write_text("".join(lines), encoding="utf-8")
+    js = tmp_path / "r.json"
+    proc = run([BIN / "python", "-m", "xlm_fairseq.retrieval", pretrained, "--data", data_bin,
+                "--src", f"en={en}", "--tgt", f"de={de}", "--json", js])  # fmt: skip
+    result = json.loads(js.read_text())
+    assert result["pairs"] == 40 and 0 <= result["en-de"] <= 100 and 0 <= result["de-en"] <= 100
+    assert "retrieval accuracy@1 over 40 pairs: en->de" in proc.stdout
+    # a file against itself: every sentence finds itself (distinct lines, identical encodings)
+    js2 = tmp_path / "same.json"
+    run([BIN / "python", "-m", "xlm_fairseq.retrieval", pretrained, "--data", data_bin,
+         "--src", f"en={en}", "--tgt", f"en={en}", "--json", js2])  # fmt: skip
+    assert json.loads(js2.read_text())["en-en"] == 100.0
+    short = tmp_path / "short.de"
+    short.write_text("Eins.\n", encoding="utf-8")
+    bad = run([BIN / "python", "-m", "xlm_fairseq.retrieval", pretrained, "--data", data_bin,
+               "--src", f"en={en}", "--tgt", f"de={short}"], ok=False)  # fmt: skip
+    assert bad.returncode == 2 and "not line-aligned" in bad.stderr
+
+
+def test_xcls_recipe_tiny(tmp_path):
+    """The offline recipe end to end at its CI size: pretraining, fine-tuning both inits, the table."""
+    proc = run(["bash", ROOT / "recipes" / "xcls.sh", "--tiny", "--work-dir", tmp_path / "w"],
+               env_extra={"PATH": f"{BIN}:/usr/bin:/bin"})  # fmt: skip
+    table = (tmp_path / "w" / "results.md").read_text()
+    assert "| random |" in table and "| mlm_tlm |" in table and "| majority class |" in table
+    results = json.loads((tmp_path / "w" / "results.json").read_text())
+    for init in ("random", "mlm_tlm"):
+        assert 0 <= results[init]["eval"]["acc_de"] <= 100
+    assert results["mlm_tlm"]["pretrain"]["updates"] > 0
+    assert "retrieval_lm" in results["mlm_tlm"]["eval"]
+    assert proc.returncode == 0
