@@ -205,6 +205,16 @@ def test_conflicting_dictionary_beside_the_tsvs(xcls, pretrained, tmp_path):
     assert not (tmp_path / "save" / "checkpoint_last.pt").exists()
 
 
+def test_truncated_pretrained_checkpoint(xcls, pretrained, tmp_path):
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes(pretrained.read_bytes()[:20000])  # a copy killed half-way
+    proc = fairseq("train", xcls, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", broken, "--max-epoch", "1",
+                   "--save-dir", tmp_path / "save", ok=False)  # fmt: skip
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+    assert proc.returncode != 0 and len(errors) == 1 and "Traceback" not in proc.stderr
+    assert "broken.pt: not a readable checkpoint, truncated or corrupt" in errors[0]
+
+
 def test_rows_as_xlm_feeds_them():
     eos = 2
     row, cut = encode_row([10, 11, 12], None, eos, max_len=256, max_positions=512)

@@ -7,6 +7,7 @@ asks for anything else (``os.system``, ``subprocess.Popen``, ...) is still refus
 
 import argparse
 import collections
+import pickle
 import typing
 
 import numpy as np
@@ -67,8 +68,8 @@ def install():
 
 
 def load(path, map_location="cpu"):
-    """``torch.load`` under the allowlist, whatever the caller's torch defaults; a refused pickle
-    becomes a one-line error naming the file."""
+    """``torch.load`` under the allowlist, whatever the caller's torch defaults; a refused pickle, or
+    a file torch cannot read (truncated by a killed copy, say), becomes a one-line error naming it."""
     install()
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
@@ -78,5 +79,12 @@ def load(path, map_location="cpu"):
             raise XLMUserError(
                 f"{path}: refused to load, it asks to run code that is not allowlisted "
                 f"({(first[0].strip() if first else type(e).__name__)})"
+            ) from None
+        if isinstance(e, FileNotFoundError):
+            raise XLMUserError(f"{path}: no such checkpoint") from None
+        if isinstance(e, (RuntimeError, EOFError, ValueError, OSError, pickle.UnpicklingError)):  # torch's reader
+            reason = (str(e).strip().splitlines() or [""])[0][:200]
+            raise XLMUserError(
+                f"{path}: not a readable checkpoint, truncated or corrupt ({type(e).__name__}: {reason})"
             ) from None
         raise
