@@ -12,6 +12,7 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+from conftest import SAMPLE, TRAIN_ARGS, fairseq
 
 import xlm_fairseq  # noqa: F401  (registers model/task, installs the safe loader)
 from xlm_fairseq import convert, safe_load
@@ -451,3 +452,36 @@ def test_converted_checkpoint_loads_with_plain_torch_load(hf_case):
     state = torch.load(os.path.join(hf_case["out"], "model.pt"))  # torch's default: weights_only
     assert "encoder.transformer.embeddings.weight" in state["model"]
     assert state["cfg"]["model"]["_name"] == "xlm_transformer"
+
+
+def test_classifier_from_converted_model(hf_case, tmp_path):
+    """A converted Hugging Face model fine-tunes as a classifier: its vocabulary, lowercasing BPE
+    pipeline and languages come from the converted dir; an --arch that does not fit it is one line
+    saying how it was built."""
+
+    cfg = safe_load.load(os.path.join(hf_case["out"], "model.pt"))["cfg"]["model"]
+    arch = [f"--{n.replace('_', '-')}={cfg[n]}" for n in ("encoder_embed_dim", "encoder_layers",
+            "encoder_attention_heads", "encoder_ffn_embed_dim", "max_positions")]  # fmt: skip
+    arch += [f"--{n.replace('_', '-')}" for n in ("no_lang_emb", "sinusoidal_embeddings") if cfg[n]]
+    data = tmp_path / "data"
+    data.mkdir()
+    train = (SAMPLE / "xcls" / "train.en.tsv").read_text(encoding="utf-8").splitlines(keepends=True)[:41]
+    (data / "train.en.tsv").write_text("".join(train), encoding="utf-8")
+    labels = {line.split("\t")[1] for line in train[1:]}
+    for name in ("valid.en.tsv", "valid.de.tsv"):  # the rows of labels the 40 training rows have
+        lines = (SAMPLE / "xcls" / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        (data / name).write_text("".join(lines[:1] + [x for x in lines[1:60] if x.split("\t")[1] in labels]))
+    common = [*TRAIN_ARGS, "--task", "xlm_classification", "--pretrained-xlm-checkpoint", hf_case["out"],
+              "--max-sentence-len", "20", "--batch-size", "8", "--lr", "0.0001", "--max-update", "4"]  # fmt: skip
+    proc = fairseq("train", data, *common, *arch, "--save-dir", tmp_path / "save")
+    log = proc.stdout + proc.stderr
+    assert "initialised from" in log and "truncated to --max-sentence-len 20" in log
+    valid = [line for line in log.splitlines() if "| valid |" in line]
+    assert valid and '"valid_acc_de"' in valid[-1]
+    wrong = fairseq("train", data, *common, "--save-dir", tmp_path / "wrong", ok=False)  # xlm_tiny's own dims
+    errors = [line for line in wrong.stderr.splitlines() if line.startswith("error: ")]
+    assert wrong.returncode != 0 and len(errors) == 1
+    assert (
+        "does not fit the model of --arch" in errors[0]
+        and f"--encoder-embed-dim {cfg['encoder_embed_dim']}" in errors[0]
+    )

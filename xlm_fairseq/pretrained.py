@@ -71,6 +71,14 @@ class PretrainedCheckpoint:
         restored = [restore_subword_model(carried, self.path)] if carried else []
         return restored + self.dirs()
 
+    def architecture(self) -> str:
+        """The options that rebuild its stack (for messages): ``--encoder-embed-dim 1024 ...``."""
+        model_cfg = (self.state.get("cfg") or {}).get("model") or {}
+        names = ("encoder_embed_dim", "encoder_layers", "encoder_attention_heads", "encoder_ffn_embed_dim")
+        options = [f"--{n.replace('_', '-')} {model_cfg[n]}" for n in (*names, "max_positions") if n in model_cfg]
+        options += [f"--{n.replace('_', '-')}" for n in ("no_lang_emb", "sinusoidal_embeddings") if model_cfg.get(n)]
+        return " ".join(options) or "(its cfg names none)"
+
     def lm_state(self, dictionary: Dictionary, langs: List[str]) -> Dict[str, torch.Tensor]:
         """The LM parameters (``encoder.transformer.*``), checked against ``dictionary`` and with
         language embeddings reordered to ``langs``."""

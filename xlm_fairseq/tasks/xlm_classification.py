@@ -305,13 +305,15 @@ class XLMClassificationTask(XLMTask):
         if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:
             state = self.pretrained.lm_state(self.dictionary, self.langs)
             state = {k: v for k, v in state.items() if ".pred_layer." not in k}  # the LM's output layer
-            missing, unexpected = model.load_state_dict(state, strict=False)
-            missing = [k for k in missing if not k.startswith("classification_head.")]
-            if missing or unexpected:
+            own = model.state_dict()
+            missing = [k for k in own if k not in state and not k.startswith("classification_head.")]
+            misfits = [k for k in state if k not in own or own[k].shape != state[k].shape] + missing
+            if misfits:
                 raise XLMUserError(
-                    f"{self.pretrained.path}: does not fit the model "
-                    f"(missing {missing[:3]}, unexpected {unexpected[:3]})"
+                    f"{self.pretrained.path}: its stack does not fit the model of --arch and its options "
+                    f"({misfits[0]}); it was built with {self.pretrained.architecture()}"
                 )
+            model.load_state_dict(state, strict=False)
             logger.info(f"initialised from {self.pretrained.path}")
         trained = model.freeze_outside(self.cfg.finetune_layers)
         total = sum(p.numel() for p in model.parameters())
