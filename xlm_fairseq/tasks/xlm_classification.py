@@ -34,7 +34,7 @@ from omegaconf import II
 from preprocess.classification import read_tsv, split_langs, tsv_path
 from preprocess.langs import parse_langs
 from preprocess.layout import DICT_FILE
-from preprocess.pipeline import PipelineSettings, load_pipeline, read_settings, subword_model_state
+from preprocess.pipeline import PipelineSettings, read_settings, restore_subword_model, subword_model_state
 from xlm_fairseq.data.classification import SentenceClassificationDataset, encode_row
 from xlm_fairseq.data.dictionary import dictionary_from_state, dictionary_to_state, load_dictionary
 from xlm_fairseq.errors import XLMUserError
@@ -80,6 +80,7 @@ class XLMClassificationTask(XLMTask):
 
     def __init__(self, cfg: XLMClassificationConfig):
         self._pretrained = None
+        self._training = None  # (labels, pairs) of the training files, read once
         super().__init__(cfg, None)  # the languages and dictionary are resolved on first use (see CARRIED)
         self.state.add_factory("langs", self._find_langs)
         self.state.add_factory("dictionary", lambda: dictionary_to_state(self._find_dictionary()))
@@ -180,21 +181,13 @@ class XLMClassificationTask(XLMTask):
         return theirs
 
     def text_pipeline(self, model_dirs: Sequence[str] = ()):
-        """The pipeline of the model; its subword model from the checkpoint itself, the pretrained
-        model's directories or the data directory."""
-        carried = self.state.subword_model if "subword_model" in self.state.state_dict else None
-        dirs = list(model_dirs)
-        if carried:
-            from preprocess.pipeline import restore_subword_model
-
-            dirs.append(restore_subword_model(carried, "the checkpoint"))
-        elif self.cfg.pretrained_xlm_checkpoint:
-            dirs += self.pretrained.subword_dirs()
-        key = (repr(self.state.text_pipeline), tuple(dirs))
-        if self._pipeline_cache is None or self._pipeline_cache[0] != key:
-            settings = PipelineSettings.from_dict(self.state.text_pipeline, "the model's text pipeline")
-            self._pipeline_cache = (key, load_pipeline([*dirs, self.data_dir], settings))
-        return self._pipeline_cache[1]
+        """The pipeline of the model; its subword model from the checkpoint itself, else the
+        pretrained model's directories, else the data directory."""
+        if "subword_model" in self.state.state_dict:  # carried: a loaded or a built model
+            extra = [restore_subword_model(self.state.subword_model, "the checkpoint")]
+        else:
+            extra = self.pretrained.subword_dirs() if self.cfg.pretrained_xlm_checkpoint else []
+        return super().text_pipeline([*model_dirs, *extra])
 
     def require_pipeline(self):
         pipeline = self.text_pipeline()
@@ -237,18 +230,20 @@ class XLMClassificationTask(XLMTask):
 
     def _training_data(self) -> Tuple[List[str], bool]:
         """(the sorted labels of the training files, whether their rows are sentence pairs)."""
-        labels, pairs = set(), set()
-        for lang in self.split_langs("train"):
-            rows = read_tsv(tsv_path(self.data_dir, "train", lang))
-            labels.update(rows.labels)
-            pairs.add(rows.is_pair)
-        if not labels:
-            raise XLMUserError(f"{self.data_dir}: no train.{{lang}}.tsv to learn the labels from")
-        if len(labels) < 2:
-            raise XLMUserError(f"{self.data_dir}: the training files have one label only ({labels.pop()})")
-        if len(pairs) > 1:
-            raise XLMUserError(f"{self.data_dir}: some train.*.tsv have a text_b column and some do not")
-        return sorted(labels), pairs.pop()
+        if self._training is None:
+            labels, pairs = set(), set()
+            for lang in self.split_langs("train"):
+                rows = read_tsv(tsv_path(self.data_dir, "train", lang))
+                labels.update(rows.labels)
+                pairs.add(rows.is_pair)
+            if not labels:
+                raise XLMUserError(f"{self.data_dir}: no train.{{lang}}.tsv to learn the labels from")
+            if len(labels) < 2:
+                raise XLMUserError(f"{self.data_dir}: the training files have one label only ({labels.pop()})")
+            if len(pairs) > 1:
+                raise XLMUserError(f"{self.data_dir}: some train.*.tsv have a text_b column and some do not")
+            self._training = (sorted(labels), pairs.pop())
+        return self._training
 
     def encode_rows(self, texts: Sequence[str], texts_b: Optional[Sequence[str]], lang: str) -> Tuple[list, int]:
         """Raw text (pairs when ``texts_b``) in ``lang`` -> (token rows, how many were truncated)."""
