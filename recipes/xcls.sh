@@ -2,7 +2,7 @@
 # Cross-lingual classification offline (XNLI-style zero-shot transfer): pretrain MLM(+TLM) on the
 # shipped en-de sample, fine-tune on English package-description topics, predict English and German.
 # Details and options: recipes/xcls.py --help.
-#   bash recipes/xcls.sh               # about 15 minutes on 2 cores: random init vs MLM+TLM
+#   bash recipes/xcls.sh               # about 10 minutes on 2 cores: random init vs MLM+TLM
 #   bash recipes/xcls.sh --tiny        # a few minutes: tiny data, model and budgets (what CI runs)
 #   bash recipes/xcls.sh --experiment  # ../shared/data, random / MLM / MLM+TLM, 30-min LMs (about 2 hours)
 set -euo pipefail

@@ -2,8 +2,8 @@
 
     from xlm_fairseq import XLMModel
     clf = XLMModel.from_pretrained("ckpt/xcls", checkpoint_file="checkpoint_best.pt")   # the save dir alone
-    clf.classify(["Ein Texteditor für Programmierer.", "Ein Spiel."], "de")   # -> ["text", "games"]
-    clf.classify("A text editor.", "en", probs=True)                        # -> {"database": 0.01, ...}
+    clf.classify(["Ein Texteditor für Programmierer.", "Ein Spiel."], "de")   # -> a label each
+    clf.classify("A text editor.", "en", probs=True)                        # -> {label: probability}
     clf.classify(premises, "fr", texts_b=hypotheses)                         # sentence pairs (XNLI)
 
 The checkpoint carries the dictionary, the text pipeline with its subword model, the languages
