@@ -8,6 +8,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 from fairseq.data import Dictionary, data_utils, indexed_dataset
 from fairseq.dataclass import FairseqDataclass
+from fairseq.models import BaseFairseqModel
 from fairseq.tasks import FairseqTask
 from omegaconf import II
 
@@ -25,6 +26,14 @@ def load_dictionary(data: str) -> Dictionary:
     if not os.path.isfile(path):
         raise XLMUserError(f"{path}: no dictionary; make the data-bin with `python -m preprocess.prepare`")
     return load_dictionary_file(path)
+
+
+def bare_model(model):
+    """The model inside fairseq's distributed wrappers (a ModuleProxyWrapper around a DDP module):
+    ``model.module`` alone is still a wrapper under --ddp-backend legacy_ddp."""
+    while not isinstance(model, BaseFairseqModel) and hasattr(model, "module"):
+        model = model.module
+    return model
 
 
 @dataclass

@@ -34,7 +34,7 @@ from xlm_fairseq.data import ObjectiveZipDataset
 from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, add_langs
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks import register_task_replacing
-from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
+from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig, bare_model
 from xlm_fairseq.tasks.bleu import bleu_stats, reduce_bleu
 
 logger = logging.getLogger(__name__)
@@ -75,10 +75,12 @@ class TranslationLMConfig(XLMTaskConfig):
         default="",
         metadata={"help": "directions validated (loss and BLEU) on valid parallel data; default: all trained ones"},
     )
-    eval_bleu: bool = field(
-        default=True,
+    # a bool field defaulting to True would become a flag that turns it *off* (fairseq's store_false):
+    # validation BLEU is on unless --no-eval-bleu is given
+    no_eval_bleu: bool = field(
+        default=False,
         metadata={
-            "help": "validation BLEU: bleu_{src}-{tgt} (sacrebleu, detokenised) and "
+            "help": "skip validation BLEU, by default bleu_{src}-{tgt} (sacrebleu, detokenised) and "
             "bleu_tok_{src}-{tgt} (tokenised, like XLM's multi-bleu.perl)"
         },
     )
@@ -278,7 +280,7 @@ class TranslationLMTask(XLMTask):
 
         Decoding is the model's own greedy loop (XLM's ``generate``): the same words as fairseq's
         SequenceGenerator at beam 1 with the same length limit, without a beam search's bookkeeping."""
-        model = getattr(model, "module", model)
+        model = bare_model(model)
         was_training = model.training
         model.eval()
         net_input = batch["net_input"]
@@ -358,14 +360,14 @@ class TranslationLMTask(XLMTask):
         model.eval()
         with torch.no_grad():
             loss, sample_size, logs = self.run_objectives(sample, model, criterion, list(sample.keys()))
-            if self.cfg.eval_bleu:
+            if not self.cfg.no_eval_bleu:
                 for key, batch in sample.items():
                     if batch:
                         logs.update(self._bleu_stats(model, key, batch))
         return loss, sample_size, logs
 
     def _bleu_stats(self, model, key, batch):
-        raw = getattr(model, "module", model)
+        raw = bare_model(model)
         if self._valid_generator is None or self._valid_generator.model.single_model is not raw:
             # greedy, with XLM's evaluation length limit
             self._valid_generator = self.build_generator([raw], Namespace(beam=1, max_len_a=1.5, max_len_b=10))
