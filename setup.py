@@ -30,6 +30,7 @@ setup(
             "xlm-fairseq-export=xlm_fairseq.export:main",
             "xlm-fairseq-classify=xlm_fairseq.classify:main",
             "xlm-fairseq-retrieve=xlm_fairseq.retrieval:main",
+            "xlm-fairseq-distributed-cpu=xlm_fairseq.distributed_cpu:main",
         ]
     },
 )

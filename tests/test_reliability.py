@@ -1,0 +1,249 @@
+"""Runs that are killed, resumed, or spread over processes lose nothing: a run killed with SIGKILL
+right after a checkpoint and restarted with the same command continues the uninterrupted run's
+curve exactly; a kill while fairseq copies a checkpoint over checkpoint_last.pt leaves one that
+loads; two CPU processes over gloo train and validate as one process with the same total batch."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import BIN, PRETRAIN_ARGS, ROOT, UNMT_ARGS, UNMT_STEPS, json_logs, run
+
+pytestmark = pytest.mark.slow
+
+# fields of a train_inner record that depend on the machine, not on the run
+TIMING = {"wps", "ups", "wall", "train_wall", "gb_free"}
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2", PYTHONUNBUFFERED="1")
+
+
+def _train_records(text):
+    """{update: train_inner record without timings}. An objective not trained in the update still
+    has its (empty) meters when an earlier update of the same process trained it (``null`` loss,
+    derived ``_ppl``): those say nothing about the run and are left out."""
+    records = {}
+    for r in json_logs(text, "train_inner"):
+        empty = {k[: -len("_loss")] for k, v in r.items() if k.endswith("_loss") and v is None}
+        records[int(r["num_updates"])] = {
+            k: v for k, v in r.items() if k not in TIMING and v is not None and k.rsplit("_", 1)[0] not in empty
+        }
+    return records
+
+
+def _lm_command(data_bin, save):
+    return [
+        BIN / "fairseq-train", data_bin, *PRETRAIN_ARGS, "--langs", "en,de,ro", "--mlm-steps", "en,de,ro,en-de,en-ro",
+        "--lg-sampling-factor", "0.5", "--step-per-objective", "--max-update", "36", "--save-interval-updates", "12",
+        "--save-dir", save, "--log-interval", "1",
+    ]  # fmt: skip
+
+
+def _unmt_command(data_bin, save, pretrained):
+    return [
+        BIN / "fairseq-train", data_bin, *UNMT_ARGS, *UNMT_STEPS, "--disable-validation",
+        "--pretrained-xlm-checkpoint", pretrained, "--max-update", "22", "--save-interval-updates", "8",
+        "--save-dir", save, "--log-interval", "1",
+    ]  # fmt: skip
+
+
+def _kill_after_first_checkpoint(cmd):
+    """Start ``cmd``, SIGKILL it as soon as it logs its first saved checkpoint; its log so far."""
+    proc = subprocess.Popen(
+        [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=ROOT
+    )
+    log = []
+    for line in proc.stdout:
+        log.append(line)
+        if "Saved checkpoint" in line:
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.stdout.close()
+    assert proc.wait() == -signal.SIGKILL, "".join(log[-30:])
+    return "".join(log)
+
+
+@pytest.mark.parametrize("task", ["cross_lingual_lm", "translation_lm"])
+def test_kill_and_resume_continues_the_same_curve(task, data_bin, pretrained, tmp_path):
+    """MLM+TLM with language sampling and one step per objective; AE+BT with a lambda schedule.
+    Killed mid-epoch right after a checkpoint, restarted with the very same command: the updates
+    after the checkpoint have the loss of every objective, the learning rate, the schedule weights,
+    the gradient norm and the batch sizes of the uninterrupted run."""
+
+    def command(save):
+        return _lm_command(data_bin, save) if task == "cross_lingual_lm" else _unmt_command(data_bin, save, pretrained)
+
+    reference = _train_records(run(command(tmp_path / "uninterrupted"), env_extra={"PYTHONUNBUFFERED": "1"}).stdout)
+    killed_log = _kill_after_first_checkpoint(command(tmp_path / "killed"))
+    saved = torch.load(tmp_path / "killed" / "checkpoint_last.pt")
+    checkpoint_update = saved["optimizer_history"][-1]["num_updates"]
+    progress = saved["extra_state"]["train_iterator"]
+    assert progress["epoch"] == 1 and progress["iterations_in_epoch"] == checkpoint_update  # mid-epoch
+    assert max(_train_records(killed_log)) >= checkpoint_update
+
+    resumed = _train_records(run(command(tmp_path / "killed"), env_extra={"PYTHONUNBUFFERED": "1"}).stdout)
+    assert min(resumed) == checkpoint_update + 1 and max(resumed) == max(reference), sorted(resumed)
+    for update, record in resumed.items():
+        expected = reference[update]
+        assert record.keys() == expected.keys(), update
+        for key, value in record.items():
+            if key.endswith("_loss") or key == "loss":
+                # the issue's bound is 1 %; the runs are identical to the printed precision
+                assert float(value) == pytest.approx(float(expected[key]), rel=0.01), (update, key)
+        assert record == expected, (update, {k: (v, expected[k]) for k, v in record.items() if v != expected[k]})
+    if task == "translation_lm":
+        assert any("lambda_ae" in r for r in resumed.values())
+
+
+def test_kill_while_checkpoint_last_is_written_leaves_one_that_loads(data_bin, tmp_path):
+    """fairseq writes checkpoint_1_U.pt, then copies it over checkpoint_last.pt. The process is
+    killed (SIGKILL) half-way through the second such copy: checkpoint_last.pt is still the first
+    checkpoint, whole, and the same command resumes from it and finishes."""
+    save = tmp_path / "save"
+    # fairseq-train with a tripwire: a copy goes through os.sendfile (shutil.copyfile) or
+    # shutil.copyfileobj; the second copy of the run writes half its bytes and kills the process
+    tripwire = tmp_path / "train_with_tripwire.py"
+    tripwire.write_text(
+        "import os, shutil, signal, sys\n"
+        "calls = []\n"
+        "real_sendfile, real_copyfileobj = os.sendfile, shutil.copyfileobj\n"
+        "def sendfile(out_fd, in_fd, offset, count):\n"
+        "    calls.append(1) if offset == 0 else None  # a copy is several calls, the first at offset 0\n"
+        "    if len(calls) < 2:\n"
+        "        return real_sendfile(out_fd, in_fd, offset, count)\n"
+        "    real_sendfile(out_fd, in_fd, offset, os.fstat(in_fd).st_size // 2)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "def copyfileobj(src, dst, length=0):\n"
+        "    calls.append(1)\n"
+        "    if len(calls) < 2:\n"
+        "        return real_copyfileobj(src, dst, length)\n"
+        "    dst.write(src.read(os.fstat(src.fileno()).st_size // 2))\n"
+        "    dst.flush()\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "os.sendfile, shutil.copyfileobj = sendfile, copyfileobj\n"
+        "from fairseq_cli.train import cli_main\n"
+        "sys.argv[0] = 'fairseq-train'\n"
+        "cli_main()\n"
+    )
+    args = [data_bin, *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en,de", "--max-update", "12"]
+    args += ["--save-interval-updates", "4", "--save-dir", save, "--log-interval", "1"]
+    proc = run([sys.executable, tripwire, *args], ok=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    assert (save / "checkpoint_1_8.pt").exists()  # the second checkpoint was written, its copy cut short
+    state = torch.load(save / "checkpoint_last.pt")
+    assert state["optimizer_history"][-1]["num_updates"] == 4
+
+    resumed = _train_records(run([BIN / "fairseq-train", *args]).stdout)
+    assert min(resumed) == 5 and max(resumed) == 12, sorted(resumed)
+    assert torch.load(save / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == 12
+
+
+def _same_numbers(got, expected, where):
+    assert got.keys() == expected.keys(), (where, sorted(set(got) ^ set(expected)))
+    for key, value in got.items():
+        try:
+            assert float(value) == pytest.approx(float(expected[key]), rel=1e-3, abs=1e-3), (where, key)
+        except ValueError:
+            assert value == expected[key], (where, key)
+
+
+@pytest.mark.parametrize("task", ["cross_lingual_lm", "translation_lm"])
+def test_two_cpu_processes_train_and_validate_like_one(task, data_bin, pretrained, tmp_path):
+    """``python -m xlm_fairseq.distributed_cpu --nproc 2`` (gloo) against one process with
+    ``--update-freq 2``: the same batches make each update. With dropout off, every logged
+    training number (each objective's loss and accuracy, lr, gradient norm) and every validation
+    number (losses, per-direction BLEU: statistics summed over both workers, not worker 0's
+    half) equals the single process's; BT runs in each worker on its own replica."""
+    common = ["--dropout", "0", "--attention-dropout", "0", "--log-interval", "1", "--validate-interval-updates", "4"]
+    if task == "cross_lingual_lm":
+        args = [*PRETRAIN_ARGS, "--langs", "en,de,ro", "--mlm-steps", "en,de,ro,en-de", "--step-per-objective"]
+        args += ["--lg-sampling-factor", "0.5", "--max-tokens", "512", "--max-update", "8"]
+        args = [a for a in args if a != "--disable-validation"]
+    else:
+        args = [*UNMT_ARGS, *UNMT_STEPS, "--valid-lang-pairs", "en-de,de-en,en-ro,ro-en", "--max-tokens", "750"]
+        args += ["--pretrained-xlm-checkpoint", pretrained, "--max-update", "8"]
+    args = [data_bin, *args, *common]
+    one = run([BIN / "fairseq-train", *args, "--save-dir", tmp_path / "one", "--update-freq", "2"]).stdout
+    launcher = [sys.executable, "-m", "xlm_fairseq.distributed_cpu", "--nproc", "2", BIN / "fairseq-train"]
+    two = run([*launcher, *args, "--save-dir", tmp_path / "two"]).stdout
+    assert "distributed_world_size': 2" in two
+    train_one, train_two = _train_records(one), _train_records(two)
+    assert sorted(train_two) == list(range(1, 9))
+    for update in train_one:
+        _same_numbers(train_two[update], train_one[update], f"update {update}")
+    # per validation *step* sizes double (a step is one batch per worker); everything else is per set
+    per_step = ("valid_wps", "valid_wall", "valid_wpb", "valid_bsz")
+    valid_one = [{k: v for k, v in r.items() if k not in per_step} for r in json_logs(one, "valid")]
+    valid_two = [{k: v for k, v in r.items() if k not in per_step} for r in json_logs(two, "valid")]
+    assert len(valid_two) == 2
+    for i, (got, expected) in enumerate(zip(valid_two, valid_one)):
+        _same_numbers(got, expected, f"validation {i}")
+    if task == "translation_lm":
+        bleu = {k: v for k, v in valid_two[-1].items() if k.startswith("valid_bleu")}
+        assert len(bleu) == 8, bleu  # bleu_ and bleu_tok_ of four directions
+    # both processes wrote nothing but rank 0's checkpoints; the result loads and resumes like any other
+    assert torch.load(tmp_path / "two" / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == 8
+
+
+def test_distributed_cpu_refuses_options_it_sets(data_bin, tmp_path):
+    proc = run(
+        [sys.executable, "-m", "xlm_fairseq.distributed_cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
+         "--distributed-world-size", "4"], ok=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "distributed_cpu: error: --distributed-world-size is set by this launcher; leave it out of the fairseq command"
+    ]
+
+
+def test_a_bad_option_is_one_error_line_per_rank(data_bin, tmp_path):
+    proc = run(
+        [sys.executable, "-m", "xlm_fairseq.distributed_cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
+         *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "fr", "--save-dir", tmp_path / "save"], ok=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 2, proc.stderr[-3000:]
+    assert all(e.endswith("error: --mlm-steps: language 'fr' is not in --langs en,de") for e in errors), errors
+    assert "Traceback" not in proc.stderr
+
+
+def _children(pid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return found
+
+
+def test_a_rank_that_dies_stops_the_others(data_bin, tmp_path):
+    """Rank 1 killed mid-training: rank 0 would wait for it forever in the next all-reduce; the
+    launcher stops it and exits non-zero, leaving no process behind."""
+    cmd = [sys.executable, "-m", "xlm_fairseq.distributed_cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
+           *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en,de", "--max-update", "100000",
+           "--save-dir", tmp_path / "save", "--log-interval", "1"]  # fmt: skip
+    launcher = subprocess.Popen(
+        [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env(), cwd=ROOT
+    )
+    try:
+        for line in launcher.stdout:
+            if "train_inner" in line:  # both ranks are past their first all-reduce
+                break
+        ranks = _children(launcher.pid)
+        assert len(ranks) == 2, ranks
+        rank1 = [pid for pid in ranks if "--distributed-rank\x001\x00" in open(f"/proc/{pid}/cmdline").read()]
+        os.kill(rank1[0], signal.SIGKILL)
+        assert launcher.wait(timeout=120) != 0
+        assert not [pid for pid in ranks if os.path.exists(f"/proc/{pid}")]  # rank 0 stopped and reaped
+    finally:
+        launcher.kill()
+        launcher.stdout.close()

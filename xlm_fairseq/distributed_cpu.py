@@ -1,0 +1,105 @@
+"""Data-parallel fairseq training on CPU: N local processes over gloo, one per rank::
+
+    python -m xlm_fairseq.distributed_cpu --nproc 2 fairseq-train DATA --user-dir xlm_fairseq --cpu ...
+
+fairseq starts one process per GPU (``--distributed-world-size N`` on a machine without GPUs stops
+at an assertion, and torchrun at a division by the GPU count). This starts the N processes itself,
+each with fairseq's own options for an explicitly launched rank (``--distributed-rank R
+--distributed-no-spawn --distributed-init-method tcp://127.0.0.1:PORT``), ``--distributed-backend
+gloo`` and ``--ddp-backend legacy_ddp`` (PyTorch's DDP wrapper as fairseq builds it wants a GPU).
+Rank 0 logs as usual; the others print warnings and errors only. If one rank fails, the others are
+stopped and its exit status is returned. The total batch is N times the per-process batch, as on
+N GPUs: ``--update-freq N`` on one process sees the same batches.
+"""
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from preprocess.errors import ArgumentParser, UserError, run_command
+
+# options this launcher sets for every rank; giving any of them is an error, not a silent override
+SET_HERE = (
+    "--distributed-world-size",
+    "--distributed-rank",
+    "--distributed-no-spawn",
+    "--distributed-init-method",
+    "--distributed-port",
+    "--distributed-backend",
+    "--ddp-backend",
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_commands(command, nproc: int, port: int):
+    for option in SET_HERE:
+        if any(arg == option or arg.startswith(option + "=") for arg in command):
+            raise UserError(f"{option} is set by this launcher; leave it out of the fairseq command")
+    if "--cpu" not in command:
+        command = [*command, "--cpu"]
+    shared = ["--distributed-world-size", str(nproc), "--distributed-no-spawn"]
+    shared += ["--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-backend", "gloo"]
+    shared += ["--ddp-backend", "legacy_ddp"]
+    return [[*command, *shared, "--distributed-rank", str(rank)] for rank in range(nproc)]
+
+
+def run_ranks(commands) -> int:
+    """Start every rank; the first non-zero exit stops the others and is returned."""
+    procs = [subprocess.Popen(cmd) for cmd in commands]
+
+    def stop(signum=signal.SIGTERM, frame=None):
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            codes = [p.poll() for p in procs]
+            failed = [c for c in codes if c not in (None, 0)]
+            if failed:
+                stop()
+                for p in procs:
+                    p.wait()
+                return failed[0] if failed[0] > 0 else 128 - failed[0]
+            if all(c == 0 for c in codes):
+                return 0
+            time.sleep(0.2)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv=None) -> int:
+    p = ArgumentParser(
+        name="distributed_cpu", prog="python -m xlm_fairseq.distributed_cpu", description=__doc__.split("\n\n")[0]
+    )
+    p.add_argument("--nproc", type=int, required=True, help="processes (ranks) to start")
+    p.add_argument("--port", type=int, help="rendezvous port on 127.0.0.1 (default: a free one)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="the fairseq-train command line, as for one process")
+
+    def run(argv):
+        args = p.parse_args(argv)
+        if args.nproc < 1:
+            raise UserError(f"--nproc must be at least 1, got {args.nproc}")
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if not command:
+            raise UserError("give the fairseq-train command after the launcher's options")
+        commands = rank_commands(command, args.nproc, args.port or free_port())
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.nproc)))
+        return run_ranks(commands)
+
+    return run_command("distributed_cpu", run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
