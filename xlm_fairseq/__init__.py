@@ -10,7 +10,8 @@ from xlm_fairseq import checkpoint_copy, cli, errors, safe_load
 
 # Importing the plugin changes four things outside it, each because fairseq's commands offer no hook:
 # - torch >= 2.6 loads weights-only, and fairseq's checkpoints pickle argparse/omegaconf/numpy objects:
-#   an explicit allowlist (safe_load) lets fairseq-train/-generate read them, and nothing else;
+#   an explicit allowlist (safe_load) lets fairseq-train/-generate read them, and nothing else; and
+#   fairseq's checkpoint reader turns a truncated or corrupt file into one line naming it;
 # - a user error (bad option or file) raised inside fairseq-train/-generate prints one ``error:`` line
 #   instead of a traceback (other exceptions are untouched);
 # - ``fairseq-train --task cross_lingual_lm --help`` lists the task's options (fairseq adds them only
@@ -19,6 +20,7 @@ from xlm_fairseq import checkpoint_copy, cli, errors, safe_load
 #   checkpoint that cannot be resumed; the copy now goes through a temporary file and a rename.
 # Registering ``cross_lingual_lm`` replaces fairseq's legacy MLM-only task of that name (tasks/__init__.py).
 safe_load.install()
+safe_load.install_checkpoint_reader()
 errors.install_excepthook()
 cli.install()
 checkpoint_copy.install()

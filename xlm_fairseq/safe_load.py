@@ -7,7 +7,9 @@ asks for anything else (``os.system``, ``subprocess.Popen``, ...) is still refus
 
 import argparse
 import collections
+import os
 import pickle
+import sys
 import typing
 
 import numpy as np
@@ -67,6 +69,25 @@ def install():
     torch.serialization.add_safe_globals(allowed_globals())
 
 
+def unreadable(path, error: Exception):
+    """The one-line error for a checkpoint torch could not load, or None when ``error`` is not about
+    the file (a refused pickle, a missing file, a truncated or corrupt one)."""
+    e = str(error)
+    if "weights_only" in e or "Unsupported global" in e or "Weights only load failed" in e:
+        first = [line for line in e.splitlines() if "Unsupported" in line or "GLOBAL" in line]
+        return XLMUserError(
+            f"{path}: refused to load, it asks to run code that is not allowlisted "
+            f"({(first[0].strip() if first else type(error).__name__)})"
+        )
+    if isinstance(error, FileNotFoundError):
+        return XLMUserError(f"{path}: no such checkpoint")
+    if isinstance(error, (RuntimeError, EOFError, ValueError, OSError, pickle.UnpicklingError)):  # torch's reader
+        first_sentence = (e.strip().splitlines() or [""])[0].split(". ")[0][:160]
+        reason = f"{type(error).__name__}: {first_sentence}"
+        return XLMUserError(f"{path}: not a readable checkpoint, truncated or corrupt ({reason})")
+    return None
+
+
 def load(path, map_location="cpu"):
     """``torch.load`` under the allowlist, whatever the caller's torch defaults; a refused pickle, or
     a file torch cannot read (truncated by a killed copy, say), becomes a one-line error naming it."""
@@ -74,17 +95,34 @@ def load(path, map_location="cpu"):
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises UnpicklingError wrapped in various ways
-        if "weights_only" in str(e) or "Unsupported global" in str(e) or "Weights only load failed" in str(e):
-            first = [line for line in str(e).splitlines() if "Unsupported" in line or "GLOBAL" in line]
-            raise XLMUserError(
-                f"{path}: refused to load, it asks to run code that is not allowlisted "
-                f"({(first[0].strip() if first else type(e).__name__)})"
-            ) from None
-        if isinstance(e, FileNotFoundError):
-            raise XLMUserError(f"{path}: no such checkpoint") from None
-        if isinstance(e, (RuntimeError, EOFError, ValueError, OSError, pickle.UnpicklingError)):  # torch's reader
-            reason = (str(e).strip().splitlines() or [""])[0][:200]
-            raise XLMUserError(
-                f"{path}: not a readable checkpoint, truncated or corrupt ({type(e).__name__}: {reason})"
-            ) from None
-        raise
+        error = unreadable(path, e)
+        if error is None:
+            raise
+        raise error from None
+
+
+def install_checkpoint_reader():
+    """fairseq's own reader of checkpoints (fairseq-train's resume, fairseq-generate/-interactive,
+    hub_utils) gives the same one-line error for an unreadable file (idempotent)."""
+    from fairseq import checkpoint_utils
+
+    original = checkpoint_utils.load_checkpoint_to_cpu
+    if getattr(original, "__name__", "") == "load_checkpoint_to_cpu_with_one_line_errors":
+        return
+
+    def load_checkpoint_to_cpu_with_one_line_errors(path, *args, **kwargs):
+        try:
+            return original(path, *args, **kwargs)
+        except Exception as e:
+            error = unreadable(path, e)
+            if error is None:
+                raise
+            resuming = "train" in os.path.basename(sys.argv[0])  # fairseq-train, not -generate or the hub
+            if resuming and os.path.basename(str(path)).startswith("checkpoint_last"):
+                error = XLMUserError(
+                    f"{error}; to resume from another checkpoint of that directory, give it as --restore-file "
+                    "(this file is left as it is)"
+                )
+            raise error from None
+
+    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu_with_one_line_errors
