@@ -87,6 +87,13 @@ def load_checkpoint(model_name_or_path, checkpoint_file=layout.MODEL_FILE, data_
     return x, path
 
 
+# XLM's most asked question (#146, #212, #236, #273): a pretrained LM used to translate
+NOT_A_TRANSLATION_MODEL = (
+    "a pretrained encoder (cross_lingual_lm), not a translation model; train one from it with "
+    "--task translation_lm --pretrained-xlm-checkpoint CHECKPOINT, or use its features through XLMModel.from_pretrained"
+)
+
+
 class XLMHubInterface(nn.Module):
     """A loaded XLM LM with its dictionary, languages and text pipeline. Eval mode, no gradients."""
 
@@ -129,6 +136,11 @@ class XLMHubInterface(nn.Module):
                 "or XLMClassificationHubInterface.from_pretrained, which classify"
             )
         return cls(x["args"], x["task"], x["models"][0], model_dir=path)
+
+    def translate(self, *args, **kwargs):
+        raise XLMUserError(f"{self.model_dir or 'this model'}: {NOT_A_TRANSLATION_MODEL}")
+
+    sample = generate = translate
 
     # ---- helpers ----------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """The XLM dictionary: a data-bin's (or a model's) ``dict.txt`` with the mask symbol guaranteed."""
 
+import hashlib
 import io
 import os
 from typing import List, Optional, Tuple
@@ -17,7 +18,13 @@ def load_dictionary(path: str) -> Dictionary:
     dictionary = Dictionary.load(path)
     if MASK_SYMBOL not in dictionary.indices:
         dictionary.add_symbol(MASK_SYMBOL)
+    dictionary.source_file = path  # named in errors about it
     return dictionary
+
+
+def dictionary_digest(dictionary: Dictionary) -> str:
+    """SHA-256 of the symbols in index order: what a model's embedding rows mean (counts do not matter)."""
+    return hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()
 
 
 def checkpoint_dictionary(ckpt_path: str, state) -> Tuple[Optional[Dictionary], Optional[str]]:

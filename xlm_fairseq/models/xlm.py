@@ -33,9 +33,16 @@ from fairseq.models import (
 from omegaconf import II
 from torch import Tensor
 
+from preprocess.langs import parse_langs
 from xlm_fairseq.classification_hub import XLMClassificationHubInterface
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.hub import XLMHubInterface, is_classifier, is_translation_model, load_checkpoint
+from xlm_fairseq.hub import (
+    NOT_A_TRANSLATION_MODEL,
+    XLMHubInterface,
+    is_classifier,
+    is_translation_model,
+    load_checkpoint,
+)
 from xlm_fairseq.translation_hub import XLMTranslationHubInterface
 
 LAYER_NORM_EPS = 1e-12  # XLM's value; torch's default 1e-5 would change outputs of converted models
@@ -511,7 +518,26 @@ class XLMDecoder(FairseqIncrementalDecoder):
         return self.transformer.max_positions
 
 
-class _FromPretrained:
+class _XLMModelCommon:
+    """What the LM, classifier and translation model share: loading."""
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """A checkpoint made for another vocabulary or language list is one line saying so (was a
+        wall of size mismatches)."""
+        transformer = self.encoder.transformer
+        for name, what, have in (
+            ("embeddings", "vocabulary", f"the dictionary ({getattr(self.encoder.dictionary, 'source_file', '')})"),
+            ("lang_embeddings", "languages", "--langs"),
+        ):
+            stored = state_dict.get(f"encoder.transformer.{name}.weight")
+            own = getattr(transformer, name, None)
+            if stored is not None and own is not None and stored.shape[0] != own.weight.shape[0]:
+                raise XLMUserError(
+                    f"the checkpoint's {what} has {stored.shape[0]} entries, {have} {own.weight.shape[0]}: "
+                    "use the model with the data-bin and --langs it was trained with"
+                )
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """A loaded model with its dictionary and text pipeline, in the hub of its kind: a pretrained
@@ -526,7 +552,7 @@ class _FromPretrained:
         return XLMHubInterface(x["args"], x["task"], x["models"][0], model_dir=path)
 
 
-class XLMLanguageModel(_FromPretrained, FairseqEncoderModel):
+class XLMLanguageModel(_XLMModelCommon, FairseqEncoderModel):
     """The pretrained LM (MLM / TLM / CLM): one :class:`XLMTransformer` with its output layer.
 
     Built by ``xlm_transformer`` for ``--task cross_lingual_lm``; its parameters are
@@ -584,7 +610,7 @@ def parse_layer_range(value: str, n_layers: int) -> range:
     return range(i, j + 1)
 
 
-class XLMClassificationModel(_FromPretrained, FairseqEncoderModel):
+class XLMClassificationModel(_XLMModelCommon, FairseqEncoderModel):
     """A sentence classifier: the pretrained LM's stack (without its output layer) and
     :class:`ClassificationHead` on the first position. Built by ``xlm_transformer`` for ``--task
     xlm_classification``; its stack's parameters are ``encoder.transformer.*``, as in an LM."""
@@ -622,7 +648,7 @@ class XLMClassificationModel(_FromPretrained, FairseqEncoderModel):
 
 
 @register_model("xlm_transformer", dataclass=XLMConfig)
-class XLMModel(_FromPretrained, FairseqEncoderDecoderModel):
+class XLMModel(_XLMModelCommon, FairseqEncoderDecoderModel):
     """XLM for translation: encoder and decoder stacks, both initialised from one pretrained LM.
 
     ``build_model`` gives this class for tasks whose ``model_kind`` is ``translation``
@@ -640,6 +666,13 @@ class XLMModel(_FromPretrained, FairseqEncoderDecoderModel):
         dictionary = task.source_dictionary
         if not task.langs and getattr(cfg, "langs", None):  # task set up without --langs (generate)
             task.set_langs(str(cfg.langs))
+        model_langs = str(getattr(cfg, "langs", None) or "")
+        if model_langs and task.langs != parse_langs(model_langs, "the model's languages"):
+            # language ids are positions in the list: another order translates with the wrong embeddings
+            raise XLMUserError(
+                f"--langs {','.join(task.langs)} is not the model's language list {model_langs}; "
+                "leave --langs out, or give that list in that order"
+            )
         n_langs = len(task.langs)
 
         def stack(prefix, is_decoder, with_output):
@@ -692,13 +725,8 @@ class XLMModel(_FromPretrained, FairseqEncoderDecoderModel):
         return self.decoder.max_positions()
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        # XLM's most asked question (#146, #212, #236): a pretrained LM given to translation
         if state_dict and not any(k.startswith("decoder.") for k in state_dict):
-            raise XLMUserError(
-                "the checkpoint is a pretrained encoder (cross_lingual_lm), not a translation model; train one "
-                "from it with --task translation_lm --pretrained-xlm-checkpoint CHECKPOINT, or use its features "
-                "through XLMModel.from_pretrained"
-            )
+            raise XLMUserError(f"the checkpoint is {NOT_A_TRANSLATION_MODEL}")
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
     def load_pretrained_lm(self, lm_state: Dict[str, Tensor]) -> List[str]:

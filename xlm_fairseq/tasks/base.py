@@ -1,5 +1,6 @@
 """What the XLM tasks share: one dictionary, a language list, their own criterion, objective loops."""
 
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -13,8 +14,9 @@ from fairseq.tasks import FairseqTask
 from omegaconf import II
 
 from preprocess.langs import parse_langs
-from preprocess.layout import DICT_FILE, MASK_SYMBOL
+from preprocess.layout import DICT_FILE, FORMAT_VERSION, MANIFEST_FILE, MASK_SYMBOL
 from preprocess.pipeline import PipelineSettings, TextPipeline, load_pipeline, read_settings
+from xlm_fairseq.data.dictionary import dictionary_digest
 from xlm_fairseq.data.dictionary import load_dictionary as load_dictionary_file
 from xlm_fairseq.errors import XLMUserError
 
@@ -22,9 +24,31 @@ logger = logging.getLogger(__name__)
 
 
 def load_dictionary(data: str) -> Dictionary:
-    path = os.path.join(data.split(os.pathsep)[0], DICT_FILE)
+    """The data-bin's shared ``dict.txt``; a directory in another layout is named as such."""
+    directory = data.split(os.pathsep)[0]
+    path = os.path.join(directory, DICT_FILE)
     if not os.path.isfile(path):
-        raise XLMUserError(f"{path}: no dictionary; make the data-bin with `python -m preprocess.prepare`")
+        found = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+        per_lang = [f for f in found if f.startswith("dict.") and f.endswith(".txt")]
+        if per_lang:
+            layout = f"a fairseq-preprocess data-bin ({', '.join(per_lang[:3])}: a dictionary per language)"
+        elif any(f.endswith(".pth") for f in found):
+            layout = "XLM's own binarised data (.pth files)"
+        else:
+            layout = "no dictionary"
+        raise XLMUserError(
+            f"{path}: {layout}; XLM shares one dictionary: make the data-bin from text with "
+            "`python -m preprocess.prepare`"
+        )
+    manifest = os.path.join(directory, MANIFEST_FILE)
+    if os.path.isfile(manifest):
+        with open(manifest, encoding="utf-8") as f:
+            version = json.load(f).get("format")
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            raise XLMUserError(
+                f"{manifest}: data-bin format {version}, newer than this xlm-fairseq reads "
+                f"({FORMAT_VERSION}); update xlm-fairseq"
+            )
     return load_dictionary_file(path)
 
 
@@ -92,11 +116,23 @@ class XLMTask(FairseqTask):
         # the data-bin's text pipeline, saved in every checkpoint (fairseq's task_state) and put
         # back by fairseq when a checkpoint is loaded, so that a model keeps its own pipeline
         self.state.add_factory("text_pipeline", self._data_pipeline_settings)
+        # what the model's embedding rows mean: a checkpoint's (fairseq-generate, the hub) is checked
+        # against the dictionary it is used with, in build_model
+        self.state.add_factory("dictionary_sha256", lambda: dictionary_digest(self.dictionary))
         self._pipeline_cache = None
 
     @property
     def dictionary(self) -> Dictionary:
         return self._dictionary
+
+    def build_model(self, cfg, from_checkpoint=False):
+        if self.state.dictionary_sha256 != dictionary_digest(self.dictionary):
+            source = getattr(self.dictionary, "source_file", None) or os.path.join(self.data_dir, DICT_FILE)
+            raise XLMUserError(
+                f"{source}: not the dictionary the model was trained with ({len(self.dictionary)} types, other "
+                "symbols or order); give the data-bin it was trained on, or a model dir made by xlm_fairseq.export"
+            )
+        return super().build_model(cfg, from_checkpoint)
 
     @property
     def mask_idx(self) -> int:
