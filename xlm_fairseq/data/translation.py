@@ -1,4 +1,8 @@
-"""Datasets of the translation objectives: AE noise, and batches tagged with their languages."""
+"""Datasets of the translation objectives: AE noise, and batches tagged with their languages; sources
+to translate cut to the model's positions."""
+
+import logging
+from typing import List, Optional
 
 import torch
 from fairseq.data import BaseWrapperDataset, LanguagePairDataset
@@ -6,6 +10,8 @@ from fairseq.data import BaseWrapperDataset, LanguagePairDataset
 from .batching import CompleteBatchesMixin
 from .masking import seeded_generator
 from .noise import add_noise
+
+logger = logging.getLogger(__name__)
 
 
 class NoisyDataset(BaseWrapperDataset):
@@ -62,3 +68,16 @@ def add_langs(batch, src_lang_id, tgt_lang_id):
     batch["net_input"]["src_langs"] = torch.full((bsz,), src_lang_id, dtype=torch.long, device=device)
     batch["net_input"]["tgt_langs"] = torch.full((bsz,), tgt_lang_id, dtype=torch.long, device=device)
     return batch
+
+
+def cut_to_positions(sources: List[torch.Tensor], limit: Optional[int]) -> List[torch.Tensor]:
+    """Sources to translate (``</s> words </s>``) within the model's ``limit`` positions: a longer one
+    keeps its first ``limit - 2`` subwords and its final ``</s>``; how many were cut is logged."""
+    if limit is None or all(len(t) <= limit for t in sources):
+        return sources
+    cut = sum(len(t) > limit for t in sources)
+    logger.warning(
+        f"{cut} of {len(sources)} inputs over the model's {limit} positions: translated from their first "
+        f"{limit - 2} subwords"
+    )
+    return [t if len(t) <= limit else torch.cat([t[: limit - 1], t[-1:]]) for t in sources]

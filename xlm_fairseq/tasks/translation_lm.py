@@ -31,7 +31,7 @@ from fairseq.tasks.online_backtranslation import PiecewiseLinearFn
 from preprocess.langs import parse_steps
 from preprocess.text import detokenize
 from xlm_fairseq.data import ObjectiveZipDataset
-from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, add_langs
+from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, add_langs, cut_to_positions
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks import register_task_replacing
 from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig, bare_model
@@ -75,8 +75,7 @@ class TranslationLMConfig(XLMTaskConfig):
         default="",
         metadata={"help": "directions validated (loss and BLEU) on valid parallel data; default: all trained ones"},
     )
-    # a bool field defaulting to True would become a flag that turns it *off* (fairseq's store_false):
-    # validation BLEU is on unless --no-eval-bleu is given
+    # on by default: a bool field defaulting to True would make --eval-bleu a flag that turns it off
     no_eval_bleu: bool = field(
         default=False,
         metadata={
@@ -102,6 +101,7 @@ class TranslationLMTask(XLMTask):
 
     def __init__(self, cfg: TranslationLMConfig, dictionary):
         super().__init__(cfg, dictionary)
+        self.max_source_positions = None  # the model's, known once it is built
         self.lambdas = {
             "ae": lambda_schedule(cfg.lambda_ae, "lambda-ae"),
             "bt": lambda_schedule(cfg.lambda_bt, "lambda-bt"),
@@ -232,6 +232,7 @@ class TranslationLMTask(XLMTask):
             raise XLMUserError("give the direction with -s SRC -t TGT")
         eos = self.dictionary.eos()
         src = [torch.cat([torch.LongTensor([eos]), t]) for t in src_tokens]
+        src = cut_to_positions(src, self.max_source_positions)
         pair = LanguagePairDataset(
             src,
             [len(t) for t in src],
@@ -263,6 +264,7 @@ class TranslationLMTask(XLMTask):
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
+        self.max_source_positions = model.encoder.max_positions()  # inputs to translate are cut to it
         if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:
             from xlm_fairseq.pretrained import load_pretrained_lm_state
 
