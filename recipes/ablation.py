@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
-from driver import Driver  # noqa: E402
+from driver import Driver, copy_file, write_json, write_text  # noqa: E402
 
 from preprocess.errors import ArgumentParser  # noqa: E402
 
@@ -104,8 +104,20 @@ class Ablation(Driver):
     # ---- stages ------------------------------------------------------------------------
 
     def prepare(self):
-        if (self.data / "dict.txt").exists():
-            return
+        if not (self.data / "dict.txt").exists():
+            self.prepare_data_bin()
+        # fairseq's translation task reads dict.{src,tgt}.txt beside the same binarised files; built
+        # again on every run, so a run killed half-way through it leaves nothing half-built behind
+        peer = self.work / "peer-bin"
+        peer.mkdir(exist_ok=True)
+        for lang in ("de", "en"):
+            copy_file(self.data / "dict.txt", peer / f"dict.{lang}.txt")
+        for f in self.data.glob("*.de-en.*"):
+            target = peer / f.name
+            if not target.is_symlink():
+                target.symlink_to(f)
+
+    def prepare_data_bin(self):
         p, raw = self.p, self.work / "raw"
         self.log(f"data: {p['mono']} mono lines per language, {p['train']} pairs, valid {p['valid']}, "
                  f"test {p['test']} (held-out documents)")
@@ -118,15 +130,6 @@ class Ablation(Driver):
                   "--mono", f"train:en={d}/mono.en", "--mono", f"train:de={d}/mono.de",
                   "--para", f"train:en-de={d}/train.en-de", "--para", f"valid:en-de={d}/valid.en-de",
                   "--para", f"test:en-de={d}/test.en-de"], self.work / "prepare.log")
-        # fairseq's translation task reads dict.{src,tgt}.txt beside the same binarised files
-        peer = self.work / "peer-bin"
-        peer.mkdir(exist_ok=True)
-        for lang in ("de", "en"):
-            shutil.copy(self.data / "dict.txt", peer / f"dict.{lang}.txt")
-        for f in self.data.glob("*.de-en.*"):
-            target = peer / f.name
-            if not target.exists():
-                target.symlink_to(f)
 
     def train(self, name, spec):
         kind, init, loop, steps = spec
@@ -175,7 +178,7 @@ class Ablation(Driver):
                 wps.append(float(m.group(1)))
         info = {"minutes": minutes, "wall_s": round(time.time() - start, 1), "updates": updates,
                 "train_wps": round(sorted(wps)[len(wps) // 2], 1) if wps else None}
-        done.write_text(json.dumps(info))
+        write_json(done, info)
         return info
 
     def evaluate(self, name, spec):
@@ -186,7 +189,7 @@ class Ablation(Driver):
             return json.loads(out.read_text())
         if kind == "pretrain":
             result = self.evaluate_lm(save)
-            out.write_text(json.dumps(result))
+            write_json(out, result)
             return result
         directions = ["de-en", "en-de"] if steps is None or "," in steps else [steps]
         result = {}
@@ -206,7 +209,7 @@ class Ablation(Driver):
             self.run([*base, "--beam", self.p["beam"]], gen_log)
             self.run([*base, "--score-reference"], ref_log)
             result[direction] = {"bleu": self.bleu(gen_log, tgt), "ref_logprob": self.ref_logprob(ref_log)}
-        out.write_text(json.dumps(result))
+        write_json(out, result)
         return result
 
     def evaluate_lm(self, save):
@@ -336,9 +339,9 @@ class Ablation(Driver):
         for name in order:
             spec = table[name]
             results[name] = {"train": self.train(name, spec), "eval": self.evaluate(name, spec)}
-            self.results_path.write_text(json.dumps(results, indent=1))
+            write_json(self.results_path, results, indent=1)
         md = self.report(results)
-        (self.work / "results.md").write_text(md)
+        write_text(self.work / "results.md", md)
         print(md)
         self.log(f"results: {self.work}/results.md, results.json")
 

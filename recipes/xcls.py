@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
 import xcls_corpus  # noqa: E402
-from driver import Driver  # noqa: E402
+from driver import Driver, copy_file, write_json, write_text  # noqa: E402
 
 from preprocess.errors import ArgumentParser  # noqa: E402
 
@@ -126,8 +126,7 @@ class Recipe(Driver):
         out.mkdir(exist_ok=True)
         vocabulary = [self.data / n for n in ("dict.txt", "text_pipeline.json", "spm.model")]
         for f in list(self.xcls.glob("*.tsv")) + vocabulary:
-            if not (out / f.name).exists():
-                shutil.copy(f, out / f.name)
+            copy_file(f, out / f.name)  # every time: a copy cut short by a kill is never kept
         return out
 
     @staticmethod
@@ -163,7 +162,7 @@ class Recipe(Driver):
                  if line.startswith("{") and '"valid_mlm_en_fullmask_ppl"' in line]
         if valid:  # XLM's validation perplexity (every predicted position masked), at the last validation
             info["valid"] = {k: float(valid[-1][f"valid_mlm_{k}_fullmask_ppl"]) for k in ("en", "de")}
-        done.write_text(json.dumps(info))
+        write_json(done, info)
         return info
 
     def finetune(self, init):
@@ -189,7 +188,7 @@ class Recipe(Driver):
                   "--max-epoch", p["finetune_epochs"], "--best-checkpoint-metric", "acc_en",
                   "--maximize-best-checkpoint-metric"], save / "stdout.log")
         info = {"updates": self.updates_in(log), "wall_s": round(time.time() - start, 1)}
-        done.write_text(json.dumps(info))
+        write_json(done, info)
         return info
 
     def evaluate(self, init):
@@ -207,7 +206,7 @@ class Recipe(Driver):
         if init != "random":
             lm = self.work / "checkpoints" / f"pretrain_{init}"
             result["retrieval_lm"] = self.retrieval(lm, "checkpoint_last.pt", data=self.data)
-        out.write_text(json.dumps(result))
+        write_json(out, result)
         return result
 
     def retrieval(self, model_dir, checkpoint, data=None):
@@ -307,10 +306,10 @@ class Recipe(Driver):
             entry = {"pretrain": None if init == "random" else self.pretrain(init), "finetune": self.finetune(init)}
             entry["eval"] = self.evaluate(init)
             results[init] = entry
-            results_path.write_text(json.dumps(results, indent=1))
+            write_json(results_path, results, indent=1)
             self.log(f"{init}: accuracy en {entry['eval']['acc_en']:.2f} %, de {entry['eval']['acc_de']:.2f} %")
         md = self.report(results)
-        (self.work / "results.md").write_text(md)
+        write_text(self.work / "results.md", md)
         print(md)
         self.log(f"results: {self.work}/results.md, results.json")
 

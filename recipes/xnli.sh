@@ -110,11 +110,15 @@ stage_key() { printf 'recipe=%s model=%s lr=%s batch=%s max_update=%s\n' "$RECIP
 if [[ -e $MODEL || $MODEL == /* || $MODEL == ./* ]]; then PRETRAINED=$MODEL; else PRETRAINED=$WORK/model; fi
 
 stage_download() {
-  run mkdir -p "$DOWNLOADS" "$RAW"
+  run mkdir -p "$DOWNLOADS"
   fetch XNLI-1.0.zip "$XNLI_URL"
   fetch multinli_1.0.zip "$MNLI_URL"
-  run "$PYTHON" -m zipfile -e "$DOWNLOADS/XNLI-1.0.zip" "$RAW"
-  run "$PYTHON" -m zipfile -e "$DOWNLOADS/multinli_1.0.zip" "$RAW"
+  # unpacked beside RAW and renamed: RAW is never a half-unpacked archive
+  run rm -rf "$RAW.partial"
+  run "$PYTHON" -m zipfile -e "$DOWNLOADS/XNLI-1.0.zip" "$RAW.partial"
+  run "$PYTHON" -m zipfile -e "$DOWNLOADS/multinli_1.0.zip" "$RAW.partial"
+  run rm -rf "$RAW"
+  run mv "$RAW.partial" "$RAW"
 }
 
 stage_data() {

@@ -1,6 +1,8 @@
-"""What the Python recipe drivers (``recipes/ablation.py``, ``recipes/xcls.py``) share: progress lines
-and running a command into its own log, stopping the recipe with the log's tail when it fails."""
+"""What the Python recipe drivers (``recipes/ablation.py``, ``recipes/xcls.py``) share: progress lines,
+running a command into its own log (stopping the recipe with the log's tail when it fails), and
+result files written whole or not at all, so that a recipe killed at any point re-runs cleanly."""
 
+import json
 import os
 import subprocess
 import sys
@@ -8,6 +10,23 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from preprocess.files import atomic_write  # noqa: E402
+
+
+def write_text(path, text: str):
+    """``path`` holds ``text``, or (killed meanwhile) what it held before: never half of it."""
+    with atomic_write(str(path)) as f:
+        f.write(text)
+
+
+def write_json(path, value, **kwargs):
+    write_text(path, json.dumps(value, **kwargs))
+
+
+def copy_file(src, dst):
+    with open(src, "rb") as f, atomic_write(str(dst), binary=True) as g:
+        g.write(f.read())
 
 
 class Driver:

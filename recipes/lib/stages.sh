@@ -141,7 +141,9 @@ mark_done() {
     return 0
   fi
   mkdir -p "$MARKERS"
-  stage_key "$1" > "$MARKERS/$1.done"
+  # whole or absent: a marker cut short by a kill would read as "completed with other options"
+  stage_key "$1" > "$MARKERS/$1.done.tmp"
+  mv -f "$MARKERS/$1.done.tmp" "$MARKERS/$1.done"
 }
 
 # forget_later_stages ID: a stage that runs again makes the results of the stages after it stale
