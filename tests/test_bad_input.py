@@ -27,6 +27,11 @@ def _hub(code):
     return [sys.executable, "-c", f"import xlm_fairseq\nfrom xlm_fairseq import XLMModel\n{code}"]
 
 
+def _generate(c, *args):
+    """fairseq-generate of the copied UNMT checkpoint on the copied data-bin; test split unless args say."""
+    return ["generate", c.data, *GENERATE, "--path", c.save / "checkpoint_last.pt", *args]
+
+
 def _swap_two_symbols(c):
     data = c.data
     lines = (data / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
@@ -107,58 +112,34 @@ CASES = {
     ),
     "generate without -s/-t": (
         None,
-        lambda c: ["generate", c.data, *GENERATE, "--path", c.save / "checkpoint_last.pt"],
+        lambda c: _generate(c),
         "fairseq-generate translates one direction: give -s SRC -t TGT (of en,de,ro)",
     ),
     "generate a language the model lacks": (
         None,
-        lambda c: ["generate", c.data, *GENERATE, "-s", "fr", "-t", "en", "--path", c.save / "checkpoint_last.pt"],
+        lambda c: _generate(c, "-s", "fr", "-t", "en"),
         "-s/-t: language 'fr' is not in --langs en,de,ro",
     ),
     "generate with --langs in another order": (
         None,
-        lambda c: [
-            "generate",
-            c.data,
-            *GENERATE,
-            "-s",
-            "de",
-            "-t",
-            "en",
-            "--langs",
-            "de,en,ro",
-            "--path",
-            c.save / "checkpoint_last.pt",
-        ],
+        lambda c: _generate(c, "-s", "de", "-t", "en", "--langs", "de,en,ro"),
         "--langs de,en,ro is not the model's language list en,de,ro; leave --langs out, or give that list in that "
         "order",
     ),
     "generate with another dictionary of the same size": (
         _swap_two_symbols,
-        lambda c: ["generate", c.data, *GENERATE, "-s", "de", "-t", "en", "--path", c.save / "checkpoint_last.pt"],
+        lambda c: _generate(c, "-s", "de", "-t", "en"),
         "{data}/dict.txt: not the dictionary the model was trained with (2011 types, other symbols or order); "
         "give the data-bin it was trained on, or a model dir made by xlm_fairseq.export",
     ),
     "generate a missing split": (
         None,
-        lambda c: [
-            "generate",
-            c.data,
-            *GENERATE,
-            "-s",
-            "de",
-            "-t",
-            "en",
-            "--gen-subset",
-            "test2",
-            "--path",
-            c.save / "checkpoint_last.pt",
-        ],
+        lambda c: _generate(c, "-s", "de", "-t", "en", "--gen-subset", "test2"),
         "no parallel test2 data for de-en (looked for {data}/test2.de-en.de.bin)",
     ),
     "generate with a truncated checkpoint": (
         lambda c: _truncate(c.save / "checkpoint_last.pt"),
-        lambda c: ["generate", c.data, *GENERATE, "-s", "de", "-t", "en", "--path", c.save / "checkpoint_last.pt"],
+        lambda c: _generate(c, "-s", "de", "-t", "en"),
         "{save}/checkpoint_last.pt: " + NOT_READABLE,
     ),
     # ---- data-bins of other layouts ------------------------------------------------------
