@@ -36,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
-from driver import Driver, copy_file, write_json, write_text  # noqa: E402
+from driver import Driver, copy_file, write_json  # noqa: E402
 
 from preprocess.errors import ArgumentParser  # noqa: E402
 
@@ -134,12 +134,9 @@ class Ablation(Driver):
     def train(self, name, spec):
         kind, init, loop, steps = spec
         save = self.work / "checkpoints" / name
-        done = save / "done.json"
-        if done.exists():
-            return json.loads(done.read_text())
-        if save.exists():
-            shutil.rmtree(save)  # an interrupted run: start it again under the same budget
-        save.mkdir(parents=True)
+        info = self.finished(save)
+        if info is not None:
+            return info
         minutes = self.p["pretrain_minutes"] if kind == "pretrain" else self.p["mt_minutes"]
         log = save / "train.log"
         lr = LR if kind == "pretrain" else self.p["mt_lr"]
@@ -178,7 +175,7 @@ class Ablation(Driver):
                 wps.append(float(m.group(1)))
         info = {"minutes": minutes, "wall_s": round(time.time() - start, 1), "updates": updates,
                 "train_wps": round(sorted(wps)[len(wps) // 2], 1) if wps else None}
-        write_json(done, info)
+        write_json(save / "done.json", info)
         return info
 
     def evaluate(self, name, spec):
@@ -335,15 +332,12 @@ class Ablation(Driver):
         needed = {f"pretrain_{table[w][1]}" for w in wanted
                   if table[w][0] in ("unmt", "sup") and table[w][1] != "random"}
         order = [n for n in table if n in needed or n in wanted]
-        results = json.loads(self.results_path.read_text()) if self.results_path.exists() else {}
+        results = self.load_results(self.results_path)
         for name in order:
             spec = table[name]
             results[name] = {"train": self.train(name, spec), "eval": self.evaluate(name, spec)}
             write_json(self.results_path, results, indent=1)
-        md = self.report(results)
-        write_text(self.work / "results.md", md)
-        print(md)
-        self.log(f"results: {self.work}/results.md, results.json")
+        self.publish(self.work, self.report(results))
 
 
 def main(argv=None):

@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
 import xcls_corpus  # noqa: E402
-from driver import Driver, copy_file, write_json, write_text  # noqa: E402
+from driver import Driver, copy_file, write_json  # noqa: E402
 
 from preprocess.errors import ArgumentParser  # noqa: E402
 
@@ -140,12 +140,9 @@ class Recipe(Driver):
 
     def pretrain(self, init):
         save = self.work / "checkpoints" / f"pretrain_{init}"
-        done = save / "done.json"
-        if done.exists():
-            return json.loads(done.read_text())
-        if save.exists():
-            shutil.rmtree(save)  # interrupted: again, under the same budget
-        save.mkdir(parents=True)
+        info = self.finished(save)
+        if info is not None:
+            return info
         p, log = self.p, save / "train.log"
         self.log(f"pretrain {init} ({PRETRAIN_STEPS[init]}): {p['pretrain_updates']} updates")
         start = time.time()
@@ -162,17 +159,14 @@ class Recipe(Driver):
                  if line.startswith("{") and '"valid_mlm_en_fullmask_ppl"' in line]
         if valid:  # XLM's validation perplexity (every predicted position masked), at the last validation
             info["valid"] = {k: float(valid[-1][f"valid_mlm_{k}_fullmask_ppl"]) for k in ("en", "de")}
-        write_json(done, info)
+        write_json(save / "done.json", info)
         return info
 
     def finetune(self, init):
         save = self.work / "checkpoints" / f"classify_{init}"
-        done = save / "done.json"
-        if done.exists():
-            return json.loads(done.read_text())
-        if save.exists():
-            shutil.rmtree(save)
-        save.mkdir(parents=True)
+        info = self.finished(save)
+        if info is not None:
+            return info
         p, log = self.p, save / "train.log"
         if init == "random":
             data, start_from = self.random_init_dir(), []
@@ -188,7 +182,7 @@ class Recipe(Driver):
                   "--max-epoch", p["finetune_epochs"], "--best-checkpoint-metric", "acc_en",
                   "--maximize-best-checkpoint-metric"], save / "stdout.log")
         info = {"updates": self.updates_in(log), "wall_s": round(time.time() - start, 1)}
-        write_json(done, info)
+        write_json(save / "done.json", info)
         return info
 
     def evaluate(self, init):
@@ -299,7 +293,7 @@ class Recipe(Driver):
         self.work.mkdir(parents=True, exist_ok=True)
         self.prepare()
         results_path = self.work / "results.json"
-        results = json.loads(results_path.read_text()) if results_path.exists() else {}
+        results = self.load_results(results_path)
         results["majority"], results["rows"] = self.majority()
         results["tfidf"] = self.tfidf_baseline()
         for init in self.inits:
@@ -308,10 +302,7 @@ class Recipe(Driver):
             results[init] = entry
             write_json(results_path, results, indent=1)
             self.log(f"{init}: accuracy en {entry['eval']['acc_en']:.2f} %, de {entry['eval']['acc_de']:.2f} %")
-        md = self.report(results)
-        write_text(self.work / "results.md", md)
-        print(md)
-        self.log(f"results: {self.work}/results.md, results.json")
+        self.publish(self.work, self.report(results))
 
 
 def main(argv=None):

@@ -4,6 +4,7 @@ result files written whole or not at all, so that a recipe killed at any point r
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -45,3 +46,25 @@ class Driver:
         if proc.returncode != 0:
             tail = Path(log_path).read_text(errors="replace").splitlines()[-15:]
             sys.exit(f"{self.name}: error: {Path(str(cmd[0])).name} failed (see {log_path}):\n" + "\n".join(tail))
+
+    @staticmethod
+    def finished(save: Path):
+        """A run's ``done.json`` when it finished; else None, with ``save`` made empty: an interrupted
+        run is redone whole, under the same budget."""
+        done = save / "done.json"
+        if done.exists():
+            return json.loads(done.read_text())
+        if save.exists():
+            shutil.rmtree(save)
+        save.mkdir(parents=True)
+        return None
+
+    @staticmethod
+    def load_results(path: Path) -> dict:
+        """The results of the runs an earlier invocation finished (a re-run skips them)."""
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def publish(self, work: Path, md: str):
+        write_text(work / "results.md", md)
+        print(md)
+        self.log(f"results: {work}/results.md, results.json")

@@ -525,8 +525,9 @@ class _XLMModelCommon:
         """A checkpoint made for another vocabulary or language list is one line saying so (was a
         wall of size mismatches)."""
         transformer = self.encoder.transformer
+        source = getattr(self.encoder.dictionary, "source_file", None)  # None: the checkpoint's own
         for name, what, have in (
-            ("embeddings", "vocabulary", f"the dictionary ({getattr(self.encoder.dictionary, 'source_file', '')})"),
+            ("embeddings", "vocabulary", f"the dictionary ({source})" if source else "the dictionary"),
             ("lang_embeddings", "languages", "--langs"),
         ):
             stored = state_dict.get(f"encoder.transformer.{name}.weight")
