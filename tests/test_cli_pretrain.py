@@ -12,6 +12,7 @@ def test_cross_lingual_lm_is_ours_in_the_cli():
         "--sample-alpha",
         "--lg-sampling-factor",
         "--mask-keep-rand",
+        "--mlm-words-only",
         "--pretrained-xlm-checkpoint",
     ):
         assert option in out, option
@@ -40,7 +41,7 @@ def test_pretraining_end_to_end(data_bin, tmp_path):
         "--save-interval-updates",
         "240",
         "--best-checkpoint-metric",
-        "mlm_en_ppl",
+        "mlm_fullmask_ppl",
         "--save-dir",
         save,
     )
@@ -55,6 +56,11 @@ def test_pretraining_end_to_end(data_bin, tmp_path):
     for key in ("mlm_en", "mlm_de", "tlm_en-de"):
         assert float(valid[-1][f"valid_{key}_fullmask_ppl"]) > float(valid[-1][f"valid_{key}_ppl"]), key
     assert "valid_clm_en_fullmask_ppl" not in valid[-1]
+    # XLM's valid_mlm_ppl, what its recipes select on: the mean over the MLM languages (not TLM's)
+    for record in valid:
+        mean = (float(record["valid_mlm_en_fullmask_ppl"]) + float(record["valid_mlm_de_fullmask_ppl"])) / 2
+        assert abs(float(record["valid_mlm_fullmask_ppl"]) - mean) <= 0.01 * mean, record
+    assert "train_mlm_fullmask_ppl" not in train[-1]
     first, last = float(valid[0]["valid_mlm_en_ppl"]), float(valid[-1]["valid_mlm_en_ppl"])
     print(
         f"valid mlm_en_ppl: {first} at update {valid[0]['valid_num_updates']} "

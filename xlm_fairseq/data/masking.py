@@ -1,16 +1,19 @@
 """XLM's MLM masking: which tokens are predicted, and what the model sees in their place.
 
-XLM (``Trainer.mask_out``): each real token is predicted with probability ``mask_prob`` (15 %);
-with ``sample_alpha > 0`` exactly ceil(mask_prob * n) positions are drawn without replacement with
-weight count(token)^-alpha (rare tokens more often). A predicted token is replaced by the mask
-token / kept / replaced by a random word with probabilities ``mask_keep_rand`` (0.8, 0.1, 0.1).
-The first position of a block is never predicted (XLM's ``pred_mask[0] = 0``).
+Training (XLM's ``Trainer.mask_out``): at ``sample_alpha`` 0 every non-pad token is predicted with
+probability ``mask_prob`` (15 %) — ``</s>`` (sentence boundaries in a stream, TLM's separators) and
+``<unk>`` like words; with ``sample_alpha > 0`` exactly ceil(mask_prob * n) positions are drawn
+without replacement with weight count(token)^-alpha, special symbols weighing 0 (XLM gives them
+count 0; fairseq's ``Dictionary`` counts its four as 1, which would make them the likeliest
+targets). A predicted token is replaced by the mask token / kept / replaced by a random token with
+probabilities ``mask_keep_rand`` (0.8, 0.1, 0.1); the random token is any vocabulary id but
+``<pad>`` (XLM draws ``<pad>`` too and attends to it; here ``<pad>`` is padding, hidden from
+attention). The first position of a block is never predicted (XLM's ``pred_mask[0] = 0``).
 
-Special symbols (fairseq's ``<s> <pad> </s> <unk>``, XLM's ``<special0..9>``, fairseq's
-``madeupword`` fillers) are never predicted and never drawn as random replacements: XLM gives them
-count 0 (weight 0), while fairseq's ``Dictionary`` counts its four as 1 — which under count^-alpha
-would make them the most likely targets — and a random ``<pad>`` would be hidden from attention
-as padding here, where XLM attends to it as a word.
+``words_only`` (``--mlm-words-only``) is the alternative: only real words are predicted or drawn
+as random replacements, so special symbols are never targets and ``</s>`` is always visible.
+
+Evaluation (XLM's ``Evaluator.mask_out``, its ``valid_{lang}_mlm_ppl``): ``eval_pred_mask``.
 """
 
 import math
@@ -22,24 +25,29 @@ import torch
 from torch import Tensor
 
 SPECIAL_SYMBOL_RE = re.compile(r"<special\d+>|madeupword\d+")
-FULL_MASK = (1.0, 0.0, 0.0)  # XLM's evaluation: every predicted position shows the mask token
 
 
 @dataclass
 class MaskedLMConfig:
     mask_idx: int
     pad_idx: int
-    is_word: Tensor  # bool per vocabulary id: a real word (may be predicted / drawn at random)
+    is_word: Tensor  # bool per vocabulary id: a real word (not a special symbol)
     mask_prob: float = 0.15
     mask_keep_rand: Tuple[float, float, float] = (0.8, 0.1, 0.1)
     mask_scores: Optional[Tensor] = None  # count^-alpha per vocabulary id (0 for non-words); None: uniform
+    words_only: bool = False  # predict and draw real words only (default: XLM, every non-pad id)
 
     def __post_init__(self):
-        self.word_ids = self.is_word.nonzero().flatten()
+        if self.words_only:
+            self.predictable = self.is_word
+        else:
+            self.predictable = torch.ones_like(self.is_word)
+            self.predictable[self.pad_idx] = False
+        self.replacement_ids = self.predictable.nonzero().flatten()
 
     @classmethod
     def from_dictionary(
-        cls, dictionary, mask_idx: int, mask_prob=0.15, mask_keep_rand=(0.8, 0.1, 0.1), sample_alpha=0.0
+        cls, dictionary, mask_idx, mask_prob=0.15, mask_keep_rand=(0.8, 0.1, 0.1), sample_alpha=0.0, words_only=False
     ):
         is_word = word_flags(dictionary)
         return cls(
@@ -49,11 +57,7 @@ class MaskedLMConfig:
             mask_prob=mask_prob,
             mask_keep_rand=tuple(mask_keep_rand),
             mask_scores=mask_scores_from_counts(dictionary.count, is_word, sample_alpha),
-        )
-
-    def with_keep_rand(self, mask_keep_rand):
-        return MaskedLMConfig(
-            self.mask_idx, self.pad_idx, self.is_word, self.mask_prob, tuple(mask_keep_rand), self.mask_scores
+            words_only=words_only,
         )
 
 
@@ -84,10 +88,10 @@ def mask_scores_from_counts(counts, is_word: Tensor, alpha: float) -> Optional[T
 def mask_tokens(tokens: Tensor, cfg: MaskedLMConfig, generator: Optional[torch.Generator] = None):
     """tokens: B x T (right-padded). Returns (input with masks applied, pred_mask B x T bool, targets
     of the predicted positions in row-major order)."""
-    candidates = cfg.is_word[tokens]
+    candidates = cfg.predictable[tokens]
     candidates[:, 0] = False
     if cfg.mask_scores is None:
-        pred_mask = torch.rand(tokens.shape, generator=generator) < cfg.mask_prob
+        pred_mask = torch.rand(tokens.shape, generator=generator) <= cfg.mask_prob
         pred_mask &= candidates
     else:
         weights = cfg.mask_scores.to(torch.float64)[tokens.flatten()] * candidates.flatten()
@@ -96,16 +100,32 @@ def mask_tokens(tokens: Tensor, cfg: MaskedLMConfig, generator: Optional[torch.G
         if n_pred > 0:
             pred_mask[torch.multinomial(weights, n_pred, replacement=False, generator=generator)] = True
         pred_mask = pred_mask.view_as(tokens)
-    if not pred_mask.any() and candidates.any():  # a batch must predict something; take the first word
+    if not pred_mask.any() and candidates.any():  # a batch must predict something; take the first candidate
         pred_mask.view(-1)[candidates.view(-1).nonzero()[0]] = True
 
     targets = tokens[pred_mask]
     choice = torch.multinomial(
         torch.tensor(cfg.mask_keep_rand, dtype=torch.float), len(targets), replacement=True, generator=generator
     )
-    random_words = cfg.word_ids[torch.randint(len(cfg.word_ids), targets.shape, generator=generator)]
+    random_ids = cfg.replacement_ids[torch.randint(len(cfg.replacement_ids), targets.shape, generator=generator)]
     replaced = torch.where(choice == 0, torch.full_like(targets, cfg.mask_idx), targets)
-    replaced = torch.where(choice == 2, random_words, replaced)
+    replaced = torch.where(choice == 2, random_ids, replaced)
     inputs = tokens.clone()
     inputs[pred_mask] = replaced
     return inputs, pred_mask, targets
+
+
+def eval_pred_mask(tokens: Tensor, pad_idx: int, mask_prob: float, generator: torch.Generator) -> Tensor:
+    """XLM's evaluator (``Evaluator.mask_out``): positions with rand <= mask_prob, never the first or
+    the last token of a row, at least one per row (drawn among the others), whatever the token —
+    special symbols included. Every chosen position is then shown as the mask token."""
+    rows, cols = tokens.shape
+    lengths = tokens.ne(pad_idx).sum(1)
+    position = torch.arange(cols)[None, :]
+    pred_mask = torch.rand(tokens.shape, generator=generator) <= mask_prob
+    pred_mask &= (position >= 1) & (position < (lengths - 1)[:, None])
+    empty = ~pred_mask.any(1) & (lengths >= 3)
+    for row in empty.nonzero().flatten().tolist():
+        pick = 1 + int(torch.randint(int(lengths[row]) - 2, (1,), generator=generator))
+        pred_mask[row, pick] = True
+    return pred_mask

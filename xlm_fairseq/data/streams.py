@@ -11,7 +11,7 @@ from fairseq.data import FairseqDataset, RoundRobinZipDatasets, TokenBlockDatase
 from xlm_fairseq.errors import XLMUserError
 
 from .batching import CompleteBatchesMixin
-from .masking import MaskedLMConfig, mask_tokens, seeded_generator
+from .masking import MaskedLMConfig, eval_pred_mask, mask_tokens, seeded_generator
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +34,8 @@ class LMObjectiveDataset(FairseqDataset):
     Masking is drawn per batch, as XLM does, from a generator seeded by (seed, epoch, first id) so a
     batch is the same after a resume. With ``evaluation`` the draw ignores the epoch (every
     validation sees the same positions, as XLM's evaluator) and MLM batches also carry
-    ``full_mask_tokens``: the same positions all replaced by the mask token (XLM's validation
-    perplexity, ``*_fullmask_ppl``).
+    ``full_mask``: XLM's evaluator's own positions (``eval_pred_mask``), all shown as the mask
+    token, with their targets (XLM's validation perplexity, ``*_fullmask_ppl``).
     """
 
     def __init__(
@@ -108,7 +108,12 @@ class LMObjectiveDataset(FairseqDataset):
                 gen = seeded_generator(self.seed, self.epoch, samples[0]["id"], samples[0].get("round", 0))
             inputs, pred_mask, targets = mask_tokens(tokens, self.mask_cfg, gen)
             if self.evaluation:
-                extra["full_mask_tokens"] = tokens.masked_fill(pred_mask, self.mask_cfg.mask_idx)
+                full = eval_pred_mask(tokens, self.pad, self.mask_cfg.mask_prob, gen)
+                extra["full_mask"] = {
+                    "src_tokens": tokens.masked_fill(full, self.mask_cfg.mask_idx),
+                    "pred_mask": full,
+                    "target": tokens[full],
+                }
         else:  # CLM: every position whose next token is real predicts it
             nxt = tokens.roll(-1, dims=1)
             pred_mask = nxt.ne(self.pad)

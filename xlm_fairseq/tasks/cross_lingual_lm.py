@@ -14,6 +14,7 @@ from typing import Dict, List
 
 import numpy as np
 import torch
+from fairseq import metrics
 from fairseq.data import Dictionary
 
 from preprocess.langs import parse_steps
@@ -47,6 +48,13 @@ class CrossLingualLMConfig(XLMTaskConfig):
     )
     sample_alpha: float = field(
         default=0.0, metadata={"help": "predict tokens with weight count^-alpha (XLM --sample_alpha); 0 = uniform"}
+    )
+    mlm_words_only: bool = field(
+        default=False,
+        metadata={
+            "help": "predict real words only, and draw random replacements from words only: </s>, <unk> and the "
+            "special symbols are never targets (default: XLM, which at --sample-alpha 0 predicts any non-pad token)"
+        },
     )
     lg_sampling_factor: float = field(
         default=-1.0,
@@ -97,7 +105,7 @@ class XLMCrossLingualLMTask(XLMTask):
         if cfg.lg_sampling_factor != -1 and cfg.lg_sampling_factor <= 0:
             raise XLMUserError(f"--lg-sampling-factor must be -1 (uniform) or > 0, got {cfg.lg_sampling_factor}")
         self.mask_cfg = MaskedLMConfig.from_dictionary(
-            dictionary, self.mask_idx, cfg.mask_prob, keep_rand, cfg.sample_alpha
+            dictionary, self.mask_idx, cfg.mask_prob, keep_rand, cfg.sample_alpha, cfg.mlm_words_only
         )
         self.train_sizes: Dict[str, int] = {}  # objective key -> training sentences (language sampling)
 
@@ -208,13 +216,23 @@ class XLMCrossLingualLMTask(XLMTask):
         with torch.no_grad():
             loss, sample_size, logs = self.run_objectives(sample, model, criterion, list(sample.keys()))
             for key, batch in sample.items():
-                if batch and "full_mask_tokens" in batch:
-                    full = dict(batch, net_input=dict(batch["net_input"], src_tokens=batch["full_mask_tokens"]))
+                if batch and "full_mask" in batch:
+                    fm = batch["full_mask"]
+                    net_input = dict(batch["net_input"], src_tokens=fm["src_tokens"], pred_mask=fm["pred_mask"])
+                    full = dict(batch, net_input=net_input, target=fm["target"])
                     _, _, log = criterion(model, full, key=f"{key}_fullmask")
                     for k, v in log.items():
                         if ":" in k:
                             logs[k] = logs.get(k, 0) + v
         return loss, sample_size, logs
+
+    def reduce_metrics(self, logging_outputs, criterion):
+        """Also XLM's ``valid_mlm_ppl``: the mean over the MLM languages of their full-mask
+        perplexity, logged as ``mlm_fullmask_ppl`` (what XLM selects and stops on)."""
+        super().reduce_metrics(logging_outputs, criterion)
+        keys = [f"mlm_{a}_fullmask" for a, b in self.mlm_steps if b is None]
+        if keys and all(any(f"{k}:ntokens" in log for log in logging_outputs) for k in keys):
+            metrics.log_derived("mlm_fullmask_ppl", lambda m: float(np.mean([2 ** m[f"{k}_loss"].avg for k in keys])))
 
     def max_positions(self):
         return None  # the model's: stream blocks are --tokens-per-sample long, TLM positions restart per half
