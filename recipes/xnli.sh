@@ -36,8 +36,10 @@ in all 15 XNLI languages. Stages:
                XLM's released MLM+TLM model, through huggingface_hub); an existing directory or
                checkpoint is used as it is
   4 finetune   fairseq-train --task xlm_classification, XLM's hyper-parameters: Adam lr 2.5e-5,
-               batches of 8 pairs, sentences cut at 256 subwords, dropout 0.1, all layers fine-tuned,
-               validation every 20,000 pairs (XLM's epoch), the checkpoint of best mean accuracy
+               random batches of 8 pairs, training sentences cut to 254 subwords (--max_len 256
+               counts their two </s>), dropout 0.1 in the encoder and 0 before the classifier
+               (XLM's --dropout), all layers fine-tuned, validation every 20,000 pairs (XLM's
+               epoch), the checkpoint of best mean accuracy
   5 test       python -m xlm_fairseq.classify on test.LANG.tsv: accuracy per language and average
 
 Options:
@@ -140,7 +142,7 @@ stage_finetune() {
   ((FP16 == 1)) && device+=(--fp16)
   run fairseq-train "$DATA" --user-dir "$REPO/xlm_fairseq" --task xlm_classification \
     --pretrained-xlm-checkpoint "$PRETRAINED" "${arch[@]}" --train-langs en --valid-langs "$XNLI_LANGS" \
-    --max-sentence-len 256 --finetune-layers 0:_1 --dropout 0.1 --attention-dropout 0.1 \
+    --max-sentence-len 256 --finetune-layers 0:_1 --dropout 0.1 --attention-dropout 0.1 --classifier-dropout 0 \
     --batch-size "$BATCH" --optimizer adam --lr "$LR" --lr-scheduler fixed --max-update "$MAX_UPDATE" \
     --validate-interval-updates $((20000 / BATCH)) --save-interval-updates $((20000 / BATCH)) --keep-interval-updates 1 \
     --no-epoch-checkpoints --best-checkpoint-metric acc --maximize-best-checkpoint-metric \

@@ -53,6 +53,18 @@ def generate_lines(data_bin, ckpt, src, tgt, *extra):
     return lines, proc.stdout
 
 
+def setup_task(data, task_name, *args, arch="xlm_tiny"):
+    """(fairseq task, config) of `fairseq-train DATA --task TASK_NAME ARGS...`, set up in this process."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    import xlm_fairseq  # noqa: F401
+
+    argv = [str(data), "--user-dir", str(ROOT / "xlm_fairseq"), "--task", task_name, "--arch", arch, *map(str, args)]
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    return tasks.setup_task(cfg.task), cfg
+
+
 def head(src, dst, n):
     with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as g:
         for i, line in enumerate(f):

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import BIN, ROOT, SAMPLE, TRAIN_ARGS, fairseq, head, json_logs, run
+from conftest import BIN, ROOT, SAMPLE, TRAIN_ARGS, fairseq, head, json_logs, run, setup_task
 
 from preprocess.classification import read_tsv
 from xlm_fairseq.data.classification import SentenceClassificationDataset, encode_row
@@ -231,6 +231,29 @@ def test_rows_as_xlm_feeds_them():
     batch = data.collater([data[i] for i in data.ordered_indices()])
     assert batch["net_input"]["src_tokens"].tolist() == [[2, 5, 2, 1, 1], [2, 5, 6, 7, 2]]
     assert batch["net_input"]["src_langs"].tolist() == [1, 0] and batch["target"].tolist() == [3, 0]
+
+
+def test_xlm_fine_tuning_defaults(xcls, pretrained):
+    """XLM's XNLI fine-tuning: the head's dropout is its own option, 0 by default (XLM's --dropout);
+    training batches are random rows (grouped by length only with --group-by-length); sentences are
+    truncated in training only."""
+    common = ["--pretrained-xlm-checkpoint", pretrained, "--max-sentence-len", "16", "--dropout", "0.1"]
+    task, cfg = setup_task(xcls, "xlm_classification", *common)
+    model = task.build_model(cfg.model)
+    assert model.classification_head.dropout == 0.0 and model.lm.dropout == 0.1
+    task.load_dataset("train")
+    task.load_dataset("valid")
+    train, valid = task.dataset("train"), task.dataset("valid")
+    assert train.sizes.max() <= 16 and (train.sizes == 16).sum() > 10, "training sentences are cut"
+    assert valid.sizes.max() > 40, "validation rows are whole"
+    order = train.ordered_indices()
+    assert sorted(order.tolist()) == list(range(len(train)))
+    assert (train.sizes[order][1:] < train.sizes[order][:-1]).sum() > len(order) / 4, "random rows, not by length"
+    grouped, cfg = setup_task(xcls, "xlm_classification", *common, "--group-by-length", "--classifier-dropout", "0.3")
+    assert grouped.build_model(cfg.model).classification_head.dropout == 0.3
+    grouped.load_dataset("train")
+    sizes = grouped.dataset("train").sizes[grouped.dataset("train").ordered_indices()]
+    assert (sizes[1:] >= sizes[:-1]).all()
 
 
 def test_finetune_layers():

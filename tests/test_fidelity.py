@@ -6,33 +6,10 @@ fairseq-train: which tokens MLM predicts and draws (XLM's mask_out and its evalu
 import numpy as np
 import pytest
 import torch
-from conftest import PRETRAIN_ARGS, ROOT, fairseq, json_logs
+from conftest import PRETRAIN_ARGS, fairseq, json_logs, setup_task
 
 from xlm_fairseq.data import MaskedLMConfig, mask_tokens, stream_dataset
 from xlm_fairseq.data.masking import word_flags
-
-
-def _setup(data_bin, task_name, *args):
-    from fairseq import options, tasks
-
-    import xlm_fairseq  # noqa: F401
-
-    parser = options.get_training_parser()
-    argv = [
-        str(data_bin),
-        "--user-dir",
-        str(ROOT / "xlm_fairseq"),
-        "--task",
-        task_name,
-        "--arch",
-        "xlm_tiny",
-        *map(str, args),
-    ]
-    cfg = options.parse_args_and_arch(parser, argv)
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    cfg = convert_namespace_to_omegaconf(cfg)
-    return tasks.setup_task(cfg.task), cfg
 
 
 def _blocks(data_bin, dictionary, n_blocks=300, block=256):
@@ -118,7 +95,7 @@ def test_random_replacement_draws(data_bin, dictionary, words_only):
 
 def test_words_only_is_an_option_of_the_task(data_bin):
     for extra, words_only in (((), False), (("--mlm-words-only",), True)):
-        task, _ = _setup(data_bin, "cross_lingual_lm", "--langs", "en,de,ro", "--mlm-steps", "en", *extra)
+        task, _ = setup_task(data_bin, "cross_lingual_lm", "--langs", "en,de,ro", "--mlm-steps", "en", *extra)
         assert task.mask_cfg.words_only is words_only
         assert bool(task.mask_cfg.predictable[task.dictionary.eos()]) is not words_only
 
@@ -151,7 +128,7 @@ def test_translation_training_drops_sentences_over_max_len_per_side(data_bin):
     from fairseq import utils
 
     limit = 20
-    task, cfg = _setup(
+    task, cfg = setup_task(
         data_bin,
         "translation_lm",
         "--langs",
@@ -197,7 +174,7 @@ def test_translation_training_drops_sentences_over_max_len_per_side(data_bin):
 
 
 def test_tlm_limits_each_side_not_the_total(data_bin):
-    task, _ = _setup(
+    task, _ = setup_task(
         data_bin,
         "cross_lingual_lm",
         "--langs",
@@ -251,10 +228,11 @@ def test_step_per_objective_is_xlms_loop(data_bin, tmp_path):
     assert max(float(r["gnorm"]) for r in xlm) > 0
 
 
-def test_translation_iterations_skip_zero_weight_objectives(data_bin):
-    """XLM iteration = AE, MT, BT objectives once each; lambda schedules count iterations. With
-    --step-per-objective an objective of weight 0 gives its slot to the next one with a weight."""
-    task, _ = _setup(
+def test_translation_iterations_shorten_when_a_lambda_reaches_0(data_bin):
+    """XLM iteration = AE, MT, BT objectives with a weight; lambda schedules count iterations. With
+    --step-per-objective an objective of weight 0 takes no step (XLM's step returns at once): the
+    iteration gets shorter, and every BT direction keeps one step per iteration."""
+    task, _ = setup_task(
         data_bin,
         "translation_lm",
         "--langs",
@@ -267,23 +245,67 @@ def test_translation_iterations_skip_zero_weight_objectives(data_bin):
         "0:1,10:0",
         "--step-per-objective",
     )
-    assert task.iteration_length() == 4
+    assert task.iteration_length(0) == task.iteration_length(9) == 4 and task.iteration_length(10) == 2
     early = [task.update_objectives(u) for u in range(8)]
     assert [it for _, it in early] == [0] * 4 + [1] * 4
     assert sorted(k for keys, _ in early[:4] for k in keys) == ["ae_de", "ae_en", "bt_de-en-de", "bt_en-de-en"]
     assert [keys[0][:2] for keys, _ in early[:4]] == ["ae", "ae", "bt", "bt"]  # XLM's order: AE before BT
-    late = [task.update_objectives(u)[0] for u in range(40, 48)]  # iterations 10, 11: lambda_ae = 0
-    assert all(len(k) == 1 and k[0].startswith("bt_") for k in late)
-    assert {k[0] for k in late} == {"bt_en-de-en", "bt_de-en-de"}
+    # iterations 0-9 take 4 steps each (lambda_ae 1 .. 0.1); from iteration 10 on, lambda_ae = 0: 2 steps each
+    late = [task.update_objectives(u) for u in range(36, 48)]
+    assert [it for _, it in late] == [9] * 4 + [10, 10, 11, 11, 12, 12, 13, 13]
+    for i in range(4, 12, 2):
+        assert sorted(late[i][0] + late[i + 1][0]) == ["bt_de-en-de", "bt_en-de-en"], late
+    assert task.update_objectives(100_000)[1] == 10 + (100_000 - 40) // 2
     task.cfg.step_per_objective = False
     assert sorted(task.update_objectives(5)[0]) == ["ae_de", "ae_en", "bt_de-en-de", "bt_en-de-en"]
     assert sorted(task.update_objectives(10)[0]) == ["bt_de-en-de", "bt_en-de-en"]
 
 
+def test_a_lambda_that_returns_and_one_that_never_starts(data_bin):
+    """Iterations of changing length are counted exactly across schedule points (the update -> iteration
+    map is what a resumed run recomputes), and a run whose every weight is 0 is one clear error."""
+    task, _ = setup_task(
+        data_bin, "translation_lm", "--langs", "en,de", "--ae-steps", "en,de", "--mt-steps", "de-en",
+        "--lambda-ae", "0:0,5:0,6:1", "--lambda-mt", "0:1,3:0", "--step-per-objective",
+    )  # fmt: skip
+    lengths = [task.iteration_length(i) for i in range(9)]
+    assert lengths == [1, 1, 1, 0, 0, 0, 2, 2, 2], lengths  # MT gone from iteration 3, AE there from 6
+    expected = [i for i, n in enumerate(lengths) for _ in range(n)]
+    assert [task.update_objectives(u)[1] for u in range(len(expected))] == expected
+    task, _ = setup_task(
+        data_bin, "translation_lm", "--langs", "en,de", "--ae-steps", "en", "--lambda-ae", "0:1,2:0",
+        "--step-per-objective",
+    )  # fmt: skip
+    assert [task.update_objectives(u)[1] for u in range(2)] == [0, 1]
+    with pytest.raises(Exception, match="every objective's weight is 0 from iteration 2"):
+        task.update_objectives(2)
+    with pytest.raises(Exception, match="negative weight"):
+        setup_task(data_bin, "translation_lm", "--langs", "en,de", "--ae-steps", "en", "--lambda-ae", "0:1,10:-1")
+
+
+def test_mt_steps_are_drawn_with_replacement(data_bin):
+    """XLM's shuf_order for --mt-steps: min(5, n) draws with replacement per iteration (AE and BT:
+    each once, in random order)."""
+    task, _ = setup_task(
+        data_bin, "translation_lm", "--langs", "en,de,ro", "--ae-steps", "en,de", "--mt-steps", "en-de,de-en,en-ro",
+        "--bt-steps", "en-de-en,de-en-de", "--step-per-objective",
+    )  # fmt: skip
+    plans = [task.iteration_objectives(i) for i in range(3000)]
+    assert {len(p) for p in plans} == {2 + 3 + 2} and task.iteration_length(0) == 7
+    assert all(sorted(p[:2]) == ["ae_de", "ae_en"] and sorted(p[5:]) == ["bt_de-en-de", "bt_en-de-en"] for p in plans)
+    mt = [p[2:5] for p in plans]
+    repeated = sum(len(set(draws)) < 3 for draws in mt) / len(mt)
+    assert abs(repeated - (1 - 6 / 27)) < 0.03, repeated  # 3 draws of 3 with replacement: all differ 6/27
+    counts = [sum(draws.count(k) for draws in mt) / (3 * len(mt)) for k in ("mt_en-de", "mt_de-en", "mt_en-ro")]
+    assert all(abs(c - 1 / 3) < 0.02 for c in counts), counts
+
+
 def test_a_cycled_objective_draws_new_noise_each_round(data_bin):
     """The smaller dataset of an update comes round several times within an epoch; each round must
     see new AE noise (XLM draws noise afresh every time a sentence is used)."""
-    task, _ = _setup(data_bin, "translation_lm", "--langs", "en,de,ro", "--ae-steps", "en,ro", "--word-blank", "0.3")
+    task, _ = setup_task(
+        data_bin, "translation_lm", "--langs", "en,de,ro", "--ae-steps", "en,ro", "--word-blank", "0.3"
+    )
     task.load_dataset("train")
     zipped = task.dataset("train")
     zipped.ordered_indices()

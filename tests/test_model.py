@@ -183,11 +183,15 @@ def test_cpu_dropout_keeps_expectation_and_routes_gradient():
     assert torch.all((lanes - 0.5).abs() < 0.03), lanes
 
 
-@pytest.mark.parametrize("eos_bias,lengths_seen", [(1.6, {19}), (3.0, {3, 5}), (4.0, {2})])
-def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, lengths_seen):
+@pytest.mark.parametrize(
+    "eos_bias,min_len,lengths_seen",
+    [(1.6, 1, {19}), (3.0, 1, {3, 5}), (4.0, 1, {2}), (4.0, 0, {1}), (-0.2, 0, {1, 19})],
+)
+def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, min_len, lengths_seen):
     """Back-translation's own greedy loop (preallocated cache, finished sentences dropped) gives the
     words of fairseq's SequenceGenerator at beam 1 for a whole batch, also where sentences end at
-    different steps and where the length limit forces </s>."""
+    different steps, where the length limit forces </s> and where </s> comes first (XLM's empty
+    translation; fairseq's --min-len 1 forbids it)."""
     from fairseq.data import Dictionary
     from fairseq.sequence_generator import SequenceGenerator
 
@@ -211,7 +215,7 @@ def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, lengths
         "src_langs": torch.zeros(24, dtype=torch.long),
         "tgt_langs": torch.full((24,), 2),
     }
-    hypos = SequenceGenerator([model], d, beam_size=1, max_len_a=1.3, max_len_b=5).generate(
+    hypos = SequenceGenerator([model], d, beam_size=1, max_len_a=1.3, max_len_b=5, min_len=min_len).generate(
         [model], {"net_input": net_input}
     )
     encoder_out = model.encoder(src, src_langs=net_input["src_langs"])
@@ -221,9 +225,10 @@ def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, lengths
         net_input["tgt_langs"],
         int(1.3 * 10 + 5),
         d.eos(),
+        min_len=min_len,
     )
     assert [t.tolist() for t in ours] == [h[0]["tokens"].tolist() for h in hypos]
-    assert {len(t) for t in ours} == lengths_seen  # 19: the limit, 18 words + </s>
+    assert {len(t) for t in ours} == lengths_seen  # 19: the limit, 18 words + </s>; 1: an empty sentence
 
 
 def test_every_registered_name_is_the_plugins():

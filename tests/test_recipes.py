@@ -225,7 +225,7 @@ def test_dry_run_en_de_default(tmp_path):
         dropout="0.1",
         attention_dropout="0.1",
         optimizer="adam",
-        best_checkpoint_metric="ppl",
+        best_checkpoint_metric="mlm_fullmask_ppl",  # XLM's _valid_mlm_ppl
         save_dir=str(work / "checkpoints" / "pretrain"),
         distributed_world_size="1",
         step_per_objective=True,
@@ -256,7 +256,7 @@ def test_dry_run_en_de_default(tmp_path):
         adam_betas="(0.9,0.98)",
         pretrained_xlm_checkpoint=str(work / "checkpoints" / "pretrain" / "checkpoint_best.pt"),
         valid_lang_pairs="en-de,de-en",
-        best_checkpoint_metric="bleu_de-en",
+        best_checkpoint_metric="bleu_tok_en-de",  # XLM's valid_en-de_mt_bleu
         maximize_best_checkpoint_metric=True,
         save_dir=str(work / "checkpoints" / "unmt"),
         step_per_objective=True,
@@ -266,26 +266,32 @@ def test_dry_run_en_de_default(tmp_path):
     assert float(opt(mt, "--lr")) == 1e-4
     assert opt(mt, "--mt-steps") is None
 
-    # stage 5: both directions generated and scored with sacrebleu, detokenised and tokenised
+    # stage 5: both directions generated greedily (XLM's test BLEU) and at beam 5, scored with
+    # sacrebleu, detokenised and tokenised
     for src, tgt in (("en", "de"), ("de", "en")):
-        gen = find_one(commands, "fairseq-generate", having=("-s", src))
-        assert_options(
-            gen,
-            task="translation_lm",
-            gen_subset="test",
-            beam="5",
-            remove_bpe=None,  # the data-bin's text pipeline joins the pieces and detokenises (D- lines)
-            path=str(work / "checkpoints" / "unmt" / "checkpoint_best.pt"),
-            results_path=str(work / "eval" / f"{src}-{tgt}"),
-        )
-        assert opt(gen, "-t") == tgt
+        gens = [c for c in find(commands, "fairseq-generate") if opt(c, "-s") == src]
+        assert sorted(opt(c, "--beam") for c in gens) == ["1", "5"]
+        for gen in gens:
+            beam = opt(gen, "--beam")
+            assert_options(
+                gen,
+                task="translation_lm",
+                gen_subset="test",
+                remove_bpe=None,  # the data-bin's text pipeline joins the pieces and detokenises (D- lines)
+                path=str(work / "checkpoints" / "unmt" / "checkpoint_best.pt"),
+                results_path=str(work / "eval" / f"{src}-{tgt}" / f"beam{beam}"),
+            )
+            assert opt(gen, "-t") == tgt
+            # XLM's evaluator: int(1.5 L + 10) tokens with both </s>, empty allowed
+            assert (opt(gen, "--max-len-b"), opt(gen, "--min-len")) == (("8", "0") if beam == "1" else (None, None))
         scores = [c for c in find(commands, "sacrebleu") if opt(c, "-l") == f"{src}-{tgt}"]
-        assert len(scores) == 2, scores
-        detok, tok = scores
-        # sacrebleu's own reference of the test set: its signature names it (test:wmt16)
-        assert opt(detok, "-t") == "wmt16" and opt(detok, "-i") == str(work / "eval" / f"{src}-{tgt}" / "hyp.detok")
-        assert opt(detok, "--tokenize") is None and detok[-2] == ">"
-        assert opt(tok, "--tokenize") == "none" and opt(tok, "-i").endswith("hyp.tok")
+        assert len(scores) == 4, scores
+        for beam, (detok, tok) in zip(("1", "5"), (scores[:2], scores[2:])):
+            # sacrebleu's own reference of the test set: its signature names it (test:wmt16)
+            hyp = str(work / "eval" / f"{src}-{tgt}" / f"beam{beam}" / "hyp.detok")
+            assert opt(detok, "-t") == "wmt16" and opt(detok, "-i") == hyp
+            assert opt(detok, "--tokenize") is None and detok[-2] == ">"
+            assert opt(tok, "--tokenize") == "none" and opt(tok, "-i").endswith(f"beam{beam}/hyp.tok")
     summary = find_one(commands, "python", str(TOOLS), "summary")
     assert "26.4" in opt(summary, "--paper") and "34.3" in opt(summary, "--paper")
 
@@ -314,21 +320,24 @@ def test_dry_run_en_ro_unsupervised(tmp_path):
         max_tokens="2000",
         lr_scheduler="inverse_sqrt",
         valid_lang_pairs="en-ro,ro-en",
-        best_checkpoint_metric="bleu_ro-en",
+        best_checkpoint_metric="bleu_tok_en-ro",
     )
     assert opt(mt, "--mt-steps") is None
     sets = {tuple(c[3:5]) for c in find(commands, "python", str(TOOLS), "testset")}
     assert sets == {("wmt16/dev", "ro-en"), ("wmt16/dev", "en-ro"), ("wmt16", "ro-en"), ("wmt16", "en-ro")}
-    assert {tuple(c[c.index("-s") : c.index("-s") + 4]) for c in find(commands, "fairseq-generate")} == {
+    assert sorted(tuple(c[c.index("-s") : c.index("-s") + 4]) for c in find(commands, "fairseq-generate")) == [
+        ("-s", "en", "-t", "ro"),
         ("-s", "en", "-t", "ro"),
         ("-s", "ro", "-t", "en"),
-    }
+        ("-s", "ro", "-t", "en"),
+    ]  # greedy and beam 5
     # into Romanian: also scored against the reference without diacritics; tokenised reference likewise
-    assert len([c for c in find(commands, "sacrebleu") if opt(c, "-l") == "en-ro"]) == 3
-    assert len([c for c in find(commands, "sacrebleu") if opt(c, "-l") == "ro-en"]) == 2
+    assert len([c for c in find(commands, "sacrebleu") if opt(c, "-l") == "en-ro"]) == 6
+    assert len([c for c in find(commands, "sacrebleu") if opt(c, "-l") == "ro-en"]) == 4
     # the references go through the data-bin's own pipeline, which removes Romanian diacritics
-    tok_ro = find_one(commands, "python", str(TOOLS), "tokenize-ref", having=("--lang", "ro"))
-    assert opt(tok_ro, "--data") == find_one(commands, "fairseq-generate", having=("-t", "ro"))[1]
+    tok_ro = find(commands, "python", str(TOOLS), "tokenize-ref")
+    tok_ro = [c for c in tok_ro if opt(c, "--lang") == "ro"]
+    assert len(tok_ro) == 2 and opt(tok_ro[0], "--data") == find(commands, "fairseq-generate")[0][1]
     assert opt(find_one(commands, "python", "-m", "preprocess.prepare"), "--ro-remove-diacritics") is True
 
 
@@ -708,19 +717,21 @@ def test_hyps_and_references(tmp_path):
 
 
 def test_summary_table(tmp_path):
-    for direction, sacre, tok in (("en-de", "25.1", "26.0"), ("de-en", "33.2", "34.0")):
-        d = tmp_path / direction
-        d.mkdir()
-        (d / "sacrebleu.txt").write_text(
-            f"BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2 = {sacre} 60/30/20/10 (BP = 1.0)\n"
-        )
-        (d / "tokenized_bleu.txt").write_text(
-            f"BLEU|nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|version:2 = {tok} 1/2/3/4\n"
-        )
+    for direction, greedy, sacre, tok in (("en-de", "24.0", "25.1", "26.0"), ("de-en", "32.5", "33.2", "34.0")):
+        for beam, tok_bleu in (("beam1", greedy), ("beam5", tok)):
+            d = tmp_path / direction / beam
+            d.mkdir(parents=True)
+            (d / "sacrebleu.txt").write_text(
+                f"BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2 = {sacre} 60/30/20/10 (BP = 1.0)\n"
+            )
+            (d / "tokenized_bleu.txt").write_text(
+                f"BLEU|nrefs:1|case:mixed|eff:no|tok:none|smooth:exp|version:2 = {tok_bleu} 1/2/3/4\n"
+            )
     result = tools("summary", tmp_path, "en-de", "de-en", "--paper", '{"en-de": 26.4, "de-en": 34.3}')
     assert result.returncode == 0, result.stderr
+    assert "greedy (XLM's)" in result.stdout.splitlines()[0]
     rows = [line.split() for line in result.stdout.splitlines()[1:]]
-    assert rows == [["en-de", "25.1", "26.0", "26.4"], ["de-en", "33.2", "34.0", "34.3"]]
+    assert rows == [["en-de", "24.0", "26.0", "25.1", "26.4"], ["de-en", "32.5", "34.0", "33.2", "34.3"]]
     assert (tmp_path / "summary.txt").read_text() == result.stdout
 
 

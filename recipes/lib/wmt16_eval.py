@@ -93,6 +93,8 @@ def _read_score(path: str) -> Optional[str]:
 
 
 def cmd_summary(args) -> None:
+    """The table of stage 5: per direction, tokenised BLEU greedy (XLM's logged test BLEU) and at beam
+    5, sacreBLEU at beam 5 (and without diacritics into Romanian), the paper's number."""
     paper = json.loads(args.paper) if args.paper else {}
     rows = []
     for direction in args.directions:
@@ -100,26 +102,23 @@ def cmd_summary(args) -> None:
         rows.append(
             (
                 direction,
-                _read_score(os.path.join(d, "sacrebleu.txt")),
-                _read_score(os.path.join(d, "sacrebleu.nodiacritics.txt")),
-                _read_score(os.path.join(d, "tokenized_bleu.txt")),
+                _read_score(os.path.join(d, "beam1", "tokenized_bleu.txt")),
+                _read_score(os.path.join(d, "beam5", "tokenized_bleu.txt")),
+                _read_score(os.path.join(d, "beam5", "sacrebleu.txt")),
+                _read_score(os.path.join(d, "beam5", "sacrebleu.nodiacritics.txt")),
                 paper.get(direction),
             )
         )
-    show_nodiac = any(r[2] is not None for r in rows)
+    show_nodiac = any(r[4] is not None for r in rows)
     header = (
-        ["direction", "sacreBLEU (detok, raw ref)"]
-        + (["sacreBLEU (ref w/o diacritics)"] if show_nodiac else [])
-        + ["tokenised BLEU", "paper (tokenised)"]
+        ["direction", "tokenised BLEU greedy (XLM's)", "tokenised BLEU beam 5", "sacreBLEU beam 5 (detok, raw ref)"]
+        + (["sacreBLEU beam 5 (ref w/o diacritics)"] if show_nodiac else [])
+        + ["paper (tokenised)"]
     )
     table = [header]
-    for direction, sacre, nodiac, tok, ref in rows:
-        row = (
-            [direction, sacre or "-"]
-            + ([nodiac or "-"] if show_nodiac else [])
-            + [tok or "-", str(ref) if ref else "-"]
-        )
-        table.append(row)
+    for direction, greedy, tok, sacre, nodiac, ref in rows:
+        row = [direction, greedy or "-", tok or "-", sacre or "-"] + ([nodiac or "-"] if show_nodiac else [])
+        table.append(row + [str(ref) if ref else "-"])
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
     text = "\n".join(lines) + "\n"

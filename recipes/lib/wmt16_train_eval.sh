@@ -47,6 +47,9 @@ device_args() {
 # XLM counts an "epoch" as 200000 sentences, 32 per objective step; it validates once an epoch and
 # stops after 10 validations without improvement. With --step-per-objective (XLM's loop: one
 # optimiser step, --clip-norm 5 clip and LR step per objective) one fairseq update is one such step.
+# It selects and stops on its own metrics: pretraining on _valid_mlm_ppl (the mean full-mask
+# perplexity of the languages: mlm_fullmask_ppl), translation on valid_en-XX_mt_bleu (multi-bleu on
+# tokenised text: bleu_tok_en-XX); ours (ppl, sacreBLEU bleu_*) are logged beside them.
 EPOCH_UPDATES=$(((200000 + 31) / 32))
 
 stage_pretrain() {
@@ -69,7 +72,7 @@ stage_pretrain() {
     --step-per-objective --clip-norm 5
     --optimizer adam --adam-betas '(0.9,0.999)' --lr 0.0001 --lr-scheduler fixed
     --validate-interval-updates "$interval" --save-interval-updates "$interval" --keep-interval-updates 1
-    --no-epoch-checkpoints --best-checkpoint-metric ppl --patience 10
+    --no-epoch-checkpoints --best-checkpoint-metric mlm_fullmask_ppl --patience 10
     --save-dir "$PRETRAIN_DIR" --log-format simple --log-interval 100
     "${device[@]}")
   [[ -n $MAX_UPDATE ]] && cmd+=(--max-update "$MAX_UPDATE")
@@ -107,7 +110,7 @@ stage_train() {
     --step-per-objective --clip-norm 5
     --optimizer adam --adam-betas '(0.9,0.98)' --lr 0.0001
     --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07
-    --valid-lang-pairs "en-$OTHER,$OTHER-en" --best-checkpoint-metric "bleu_$OTHER-en" --maximize-best-checkpoint-metric
+    --valid-lang-pairs "en-$OTHER,$OTHER-en" --best-checkpoint-metric "bleu_tok_en-$OTHER" --maximize-best-checkpoint-metric
     --validate-interval-updates "$interval" --save-interval-updates "$interval" --keep-interval-updates 1
     --no-epoch-checkpoints --patience 10
     --save-dir "$MT_DIR" --log-format simple --log-interval 100
@@ -120,15 +123,18 @@ stage_train() {
 # stage 5: evaluate
 # ------------------------------------------------------------------------------------------------
 
+# test BLEU greedy (what XLM's logs report: its evaluator decodes greedily) and at beam 5
 evaluate_direction() {
-  local src=$1 tgt=$2 dir=$EVAL_DIR/$1-$2 ref=$RAW/test.$PAIR_SORTED.$2
+  local src=$1 tgt=$2 beam=$3 dir=$EVAL_DIR/$1-$2/beam$3 ref=$RAW/test.$PAIR_SORTED.$2
   local -a cmd
   run mkdir -p "$dir"
   # no pipeline flags: D- lines are detokenised by the data-bin's own text pipeline
   cmd=(fairseq-generate "$DATA_BIN" --user-dir "$USER_DIR" --task translation_lm --langs "$LANGS"
     -s "$src" -t "$tgt" --gen-subset test --path "$MT_DIR/checkpoint_best.pt"
-    --beam 5 --max-tokens 4000 --max-sentence-len 500
+    --beam "$beam" --max-tokens 4000 --max-sentence-len 500
     --results-path "$dir")
+  # XLM's evaluator: greedy, int(1.5 L + 10) tokens with both </s>, an empty translation allowed
+  ((beam == 1)) && cmd+=(--max-len-a 1.5 --max-len-b 8 --min-len 0)
   if ((GPUS == 0)); then cmd+=(--cpu); elif ((FP16 == 1)); then cmd+=(--fp16); fi
   run "${cmd[@]}"
   run "$PYTHON" "$TOOLS" hyps "$dir/generate-test.txt" --lang "$tgt" --data "$DATA_BIN" \
@@ -152,7 +158,10 @@ stage_evaluate() {
   elif [[ $SUPERVISED == 1 ]]; then
     paper=$PAPER_BLEU_SUP
   fi
-  evaluate_direction en "$OTHER"
-  evaluate_direction "$OTHER" en
+  local beam
+  for beam in 1 5; do
+    evaluate_direction en "$OTHER" "$beam"
+    evaluate_direction "$OTHER" en "$beam"
+  done
   run "$PYTHON" "$TOOLS" summary "$EVAL_DIR" "en-$OTHER" "$OTHER-en" --paper "$paper"
 }

@@ -1,7 +1,8 @@
 """Rows of sentence classification as XLM's XNLI code feeds them to the encoder: ``</s> a </s>``, or for
 a pair ``</s> a </s> b </s>`` (XLM's ``concat_batches`` without position reset: positions run on
-across the pair), one language id for the whole row, the label's index as target. A sentence over
-``max_len`` subwords is cut to its first ``max_len - 1`` pieces and ``</s>`` (XLM's ``truncate``)."""
+across the pair), one language id for the whole row, the label's index as target. In training, a
+sentence of more than ``max_len - 2`` subwords is cut to its first ``max_len - 2`` (XLM's
+``truncate``: ``max_len`` counts the sentence's two ``</s>``); evaluation rows are whole."""
 
 from typing import List, Optional, Sequence
 
@@ -12,16 +13,18 @@ from fairseq.data import FairseqDataset, data_utils
 from .batching import CompleteBatchesMixin
 
 
-def encode_row(pieces_a: List[int], pieces_b: Optional[List[int]], eos: int, max_len: int, max_positions: int):
+def encode_row(
+    pieces_a: List[int], pieces_b: Optional[List[int]], eos: int, max_len: Optional[int], max_positions: int
+):
     """(token ids of the row, whether it was truncated). ``pieces_*`` hold no ``</s>``; ``max_len``
-    bounds each sentence with its ``</s>`` (XLM's sentences are ``</s> w .. </s>``, its truncate
-    keeps ``max_len`` tokens of them), ``max_positions`` the whole row."""
+    (None: no limit) bounds each sentence with its two ``</s>`` (XLM's sentences are ``</s> w .. </s>``,
+    its truncate keeps ``max_len`` tokens of them), ``max_positions`` the whole row."""
     truncated = False
     sentences = []
     for pieces in (pieces_a, pieces_b):
         if pieces is None:
             continue
-        if len(pieces) + 2 > max_len:
+        if max_len is not None and len(pieces) + 2 > max_len:
             pieces, truncated = pieces[: max_len - 2], True
         sentences.append(pieces)
     row = [eos]
@@ -45,6 +48,7 @@ class SentenceClassificationDataset(CompleteBatchesMixin, FairseqDataset):
         pad: int,
         shuffle: bool,
         seed: int,
+        group_by_length: bool = False,
     ):
         assert len(rows) == len(langs) and (labels is None or len(labels) == len(rows))
         self.rows = [torch.as_tensor(r, dtype=torch.long) for r in rows]
@@ -52,6 +56,7 @@ class SentenceClassificationDataset(CompleteBatchesMixin, FairseqDataset):
         self.labels = None if labels is None else np.asarray(labels, dtype=np.int64)
         self.sizes = np.array([len(r) for r in self.rows], dtype=np.int64)
         self.pad, self.shuffle, self.seed, self.epoch = pad, shuffle, seed, 1
+        self.group_by_length = group_by_length
 
     def __len__(self):
         return len(self.rows)
@@ -94,13 +99,15 @@ class SentenceClassificationDataset(CompleteBatchesMixin, FairseqDataset):
         self.epoch = epoch
 
     def ordered_indices(self):
-        """By length (batches of similar lengths), ties in a seeded random order per epoch when
-        shuffling (fairseq's ``sentence_prediction`` order)."""
+        """Shuffling (training): a seeded random order per epoch, so batches are random rows as in
+        XLM (where grouping by length would put correlated labels together: MNLI's correlate with
+        hypothesis length); with ``group_by_length`` sorted by length, ties in that random order
+        (fairseq's ``sentence_prediction``). Without shuffling: by length."""
         if not self.shuffle:
             return np.argsort(self.sizes, kind="stable")
         with data_utils.numpy_seed(self.seed, self.epoch):
             order = np.random.permutation(len(self))
-        return order[np.argsort(self.sizes[order], kind="stable")]
+        return order[np.argsort(self.sizes[order], kind="stable")] if self.group_by_length else order
 
     @property
     def can_reuse_epoch_itr_across_epochs(self):

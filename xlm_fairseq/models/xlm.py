@@ -348,14 +348,15 @@ class XLMTransformer(nn.Module):
 
     @torch.inference_mode()
     def generate_greedy(
-        self, src_enc: Tensor, src_padding_mask: Tensor, tgt_langs: Tensor, max_len: int, eos: int
+        self, src_enc: Tensor, src_padding_mask: Tensor, tgt_langs: Tensor, max_len: int, eos: int, min_len: int = 0
     ) -> List[Tensor]:
         """XLM's ``generate``: greedy decoding from the encoder output, for back-translation.
 
-        Token for token what fairseq's SequenceGenerator gives at beam 1 with ``max_len``: ``</s>``
-        is never the first word, ``<pad>`` never chosen, ``</s>`` forced after ``max_len`` words.
-        Keys/values live in buffers allocated once; finished sentences leave the batch.
-        Returns each sentence's words followed by ``</s>``, in batch order."""
+        At most ``max_len`` words, then ``</s>``; ``</s>`` may come first (an empty sentence, as in
+        XLM) unless ``min_len`` is 1; ``<pad>`` is never chosen (here it would be hidden as padding).
+        Token for token what fairseq's SequenceGenerator gives at beam 1 with the same ``--min-len``
+        and a length limit of ``max_len``. Keys/values live in buffers allocated once; finished
+        sentences leave the batch. Returns each sentence's words followed by ``</s>``, in batch order."""
         bs = src_enc.size(0)
         device = src_enc.device
         out = torch.full((bs, max_len + 1), self.pad_index, dtype=torch.long, device=device)
@@ -378,7 +379,7 @@ class XLMTransformer(nn.Module):
             )
             scores = self.pred_layer(x[:, -1])
             scores[:, self.pad_index] = -math.inf
-            if step == 0:
+            if step < min_len:
                 scores[:, eos] = -math.inf
             word = scores.argmax(-1)
             out[alive, step] = word
@@ -420,6 +421,10 @@ class XLMConfig(FairseqDataclass):
     max_positions: int = field(default=512, metadata={"help": "learned positions (XLM N_MAX_POSITIONS)"})
     sinusoidal_embeddings: bool = field(default=False, metadata={"help": "fixed sinusoidal positions"})
     no_lang_emb: bool = field(default=False, metadata={"help": "no language embeddings (XLM --use_lang_emb false)"})
+    classifier_dropout: float = field(
+        default=0.0,
+        metadata={"help": "xlm_classification: dropout before the classification layer (XLM's fine-tuning --dropout)"},
+    )
     # the task's languages, saved with the model so that fairseq-generate / -interactive, which set up
     # the task from the command line, still know the language ids (no help: not a CLI option)
     langs: str = II("task.langs")
@@ -586,7 +591,9 @@ class XLMLanguageModel(_XLMModelCommon, FairseqEncoderModel):
 
 class ClassificationHead(nn.Module):
     """XLM's XNLI head (``proj`` in its ``evaluation/xnli.py``): dropout, then a linear layer, on the
-    last layer's state at the first position (the ``</s>`` that opens every row)."""
+    last layer's state at the first position (the ``</s>`` that opens every row). The dropout is the
+    fine-tuning script's own (``--classifier-dropout``; XLM's ``--dropout``, 0 by default and in its
+    XNLI command); the stack keeps the pretrained model's dropout."""
 
     def __init__(self, dim: int, n_classes: int, dropout: float):
         super().__init__()
@@ -619,7 +626,9 @@ class XLMClassificationModel(_XLMModelCommon, FairseqEncoderModel):
     def __init__(self, cfg, encoder: "XLMEncoder", n_classes: int):
         super().__init__(encoder)
         self.cfg = cfg
-        self.classification_head = ClassificationHead(encoder.transformer.dim, n_classes, cfg.dropout)
+        self.classification_head = ClassificationHead(
+            encoder.transformer.dim, n_classes, getattr(cfg, "classifier_dropout", 0.0)
+        )
 
     @property
     def lm(self) -> XLMTransformer:

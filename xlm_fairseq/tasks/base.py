@@ -22,6 +22,8 @@ from xlm_fairseq.errors import XLMUserError
 
 logger = logging.getLogger(__name__)
 
+MAX_DRAWS_PER_FAMILY = 5  # XLM's shuf_order(n=5): objectives drawn per family and iteration
+
 
 def load_dictionary(data: str) -> Dictionary:
     """The data-bin's shared ``dict.txt``; a directory in another layout is named as such."""
@@ -217,9 +219,14 @@ class XLMTask(FairseqTask):
     def iteration_objectives(self, iteration: int) -> List[str]:
         raise NotImplementedError
 
-    def iteration_length(self) -> int:
-        """Objective steps per iteration (constant for a run)."""
+    def iteration_length(self, iteration: int) -> int:
+        """Objective steps of an iteration: those with a weight (XLM's steps of weight 0 return at once)."""
         raise NotImplementedError
+
+    def weight_breaks(self) -> List[int]:
+        """Iterations at which an objective's weight may become or stop being 0 (``iteration_length``
+        is constant between them)."""
+        return []
 
     def objective_weight(self, key: str, iteration: int) -> float:
         return 1.0
@@ -228,18 +235,33 @@ class XLMTask(FairseqTask):
         """The same draws on every worker and after a resume."""
         return np.random.RandomState((self.cfg.seed * 1000003 + iteration) % (2**32))
 
+    def locate_update(self, update_num: int) -> Tuple[int, int]:
+        """--step-per-objective: (iteration, objective step within it) of an update. Iterations are
+        as long as their objectives with a weight, so they shorten when a lambda reaches 0."""
+        starts = sorted({0, *(b for b in self.weight_breaks() if b > 0)})
+        first_update, idle_from = 0, None
+        for start, end in zip(starts, starts[1:] + [None]):
+            length = self.iteration_length(start)
+            idle_from = (start if idle_from is None else idle_from) if length == 0 else None
+            span = None if end is None else (end - start) * length
+            if span is None or update_num < first_update + span:
+                if length == 0:
+                    raise XLMUserError(f"every objective's weight is 0 from iteration {idle_from} on: nothing to train")
+                iteration, slot = divmod(update_num - first_update, length)
+                return start + iteration, slot
+            first_update += span
+        raise AssertionError("unreachable")
+
     def update_objectives(self, update_num: int) -> Tuple[List[str], int]:
         """(objective keys the update trains, in order; its iteration). Objectives of weight 0 are
-        skipped (XLM's steps return at once); with --step-per-objective their slot goes to the next
-        objective of the iteration that has a weight."""
+        left out, as XLM's steps of weight 0 return at once: by default one update is one iteration;
+        with --step-per-objective one update is one step of an objective with a weight."""
         if not self.cfg.step_per_objective:
             plan = self.iteration_objectives(update_num)
             return [k for k in plan if self.objective_weight(k, update_num) > 0], update_num
-        length = self.iteration_length()
-        iteration, slot = divmod(update_num, length)
-        plan = self.iteration_objectives(iteration)
-        rotated = plan[slot:] + plan[:slot]
-        return [k for k in rotated if self.objective_weight(k, iteration) > 0][:1], iteration
+        iteration, slot = self.locate_update(update_num)
+        plan = [k for k in self.iteration_objectives(iteration) if self.objective_weight(k, iteration) > 0]
+        return plan[slot : slot + 1], iteration
 
     def build_criterion(self, cfg):
         """The task brings its own loss: ``--criterion`` may be left out (fairseq then passes its

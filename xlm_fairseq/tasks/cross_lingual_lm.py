@@ -27,11 +27,9 @@ from xlm_fairseq.data import (
 )
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks import register_task_replacing
-from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
+from xlm_fairseq.tasks.base import MAX_DRAWS_PER_FAMILY, XLMTask, XLMTaskConfig
 
 logger = logging.getLogger(__name__)
-
-MAX_DRAWS_PER_FAMILY = 5  # XLM's shuf_order(n=5)
 
 
 @dataclass
@@ -179,7 +177,7 @@ class XLMCrossLingualLMTask(XLMTask):
         keys = self.objective_keys()
         return [[k for k in keys if k.startswith(prefix)] for prefix in ("clm_", "mlm_", "tlm_")]
 
-    def iteration_length(self) -> int:
+    def iteration_length(self, iteration: int = 0) -> int:
         return sum(min(MAX_DRAWS_PER_FAMILY, len(f)) for f in self.families())
 
     def iteration_objectives(self, iteration: int) -> List[str]:

@@ -6,7 +6,8 @@ eval mode and without gradient, then train de->en to give back the original), ``
 supervised steps on parallel data. Each has a weight ``--lambda-ae/-bt/-mt``, a constant or XLM's
 piecewise-linear schedule ``0:1,100000:0.1,300000:0``; an objective whose weight is 0 is skipped.
 
-An XLM iteration runs the AE, MT and BT objectives (each family in random order, as XLM). By
+An XLM iteration runs the AE, MT and BT objectives with a weight (AE and BT each once in random
+order, MT min(5, n) draws with replacement: XLM's ``shuf_order``). By
 default one fairseq update is one iteration: each objective with a non-zero weight back-propagates
 ``lambda * mean token loss`` and the optimiser takes one step on their mean (fairseq's online-BT
 style). ``--step-per-objective`` is XLM's loop: one update per objective, so each gets its own Adam
@@ -34,7 +35,7 @@ from xlm_fairseq.data import ObjectiveZipDataset
 from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, add_langs, cut_to_positions
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks import register_task_replacing
-from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig, bare_model
+from xlm_fairseq.tasks.base import MAX_DRAWS_PER_FAMILY, XLMTask, XLMTaskConfig, bare_model
 from xlm_fairseq.tasks.bleu import bleu_stats, reduce_bleu
 
 logger = logging.getLogger(__name__)
@@ -53,6 +54,8 @@ def lambda_schedule(value: str, option: str = "lambda") -> PiecewiseLinearFn:
     steps = [x for x, _ in schedule.pieces]
     if steps[0] != 0 or steps != sorted(set(steps)):
         raise XLMUserError(f"--{option}: schedule '{value}' must start at 0 and increase")
+    if min(y for _, y in schedule.pieces) < 0:
+        raise XLMUserError(f"--{option}: schedule '{value}' has a negative weight")
     return schedule
 
 
@@ -69,8 +72,11 @@ class TranslationLMConfig(XLMTaskConfig):
     word_shuffle: float = field(default=3.0, metadata={"help": "AE noise: local shuffle distance k (0: off)"})
     word_dropout: float = field(default=0.1, metadata={"help": "AE noise: token dropout probability"})
     word_blank: float = field(default=0.1, metadata={"help": "AE noise: token blanking probability"})
-    bt_max_len_a: float = field(default=1.3, metadata={"help": "back-translation max length: a * source length + b"})
-    bt_max_len_b: int = field(default=5, metadata={"help": "back-translation max length: a * source length + b"})
+    bt_max_len_a: float = field(
+        default=1.3,
+        metadata={"help": "back-translation length limit int(a * L + b), L and the limit counting both </s> (XLM's)"},
+    )
+    bt_max_len_b: int = field(default=5, metadata={"help": "back-translation length limit: see --bt-max-len-a"})
     valid_lang_pairs: str = field(
         default="",
         metadata={"help": "directions validated (loss and BLEU) on valid parallel data; default: all trained ones"},
@@ -280,16 +286,19 @@ class TranslationLMTask(XLMTask):
         """XLM's online BT: greedy translation src->mid with the model in eval mode and no gradient;
         returns the training batch mid->src (generated sentences as source, originals as target).
 
-        Decoding is the model's own greedy loop (XLM's ``generate``): the same words as fairseq's
-        SequenceGenerator at beam 1 with the same length limit, without a beam search's bookkeeping."""
+        Decoding is the model's own greedy loop (XLM's ``generate``): XLM's length limit
+        int(a * L + b) with L the longest source of the batch (its two ``</s>`` counted), which
+        holds the two ``</s>`` of the output too, so at most int(a * L + b) - 2 words; an empty
+        translation is allowed, as in XLM. The same words as fairseq-generate --beam 1 --min-len 0
+        --max-len-a a --max-len-b (b - 2), without a beam search's bookkeeping."""
         model = bare_model(model)
         was_training = model.training
         model.eval()
         net_input = batch["net_input"]
         src_tokens = net_input["src_tokens"]
-        # SequenceGenerator's limit: a * (padded source length) + b, within the decoder's positions
         max_len = min(
-            int(self.cfg.bt_max_len_a * src_tokens.size(1) + self.cfg.bt_max_len_b), model.max_decoder_positions() - 1
+            int(self.cfg.bt_max_len_a * src_tokens.size(1) + self.cfg.bt_max_len_b) - 2,
+            model.max_decoder_positions() - 1,
         )
         with torch.inference_mode():
             encoder_out = model.encoder(src_tokens, src_langs=net_input["src_langs"])
@@ -323,17 +332,36 @@ class TranslationLMTask(XLMTask):
         ae = [f"ae_{lang}" for lang in OrderedDict.fromkeys(lang for (lang,) in self.ae_steps)]
         return ae + [f"mt_{a}-{b}" for a, b in self.mt_steps] + [f"bt_{a}-{b}-{c}" for a, b, c in self.bt_steps]
 
-    def iteration_length(self) -> int:
-        return len(self.objective_keys())
+    def family(self, prefix: str) -> List[str]:
+        return [k for k in self.objective_keys() if k.startswith(prefix)]
+
+    def iteration_length(self, iteration: int) -> int:
+        """AE and BT objectives with a weight, and min(5, n) MT draws if MT has one."""
+        n = 0
+        for prefix in ("ae_", "mt_", "bt_"):
+            keys = self.family(prefix)
+            if keys and self.lambdas[prefix[:2]](iteration) > 0:
+                n += min(MAX_DRAWS_PER_FAMILY, len(keys)) if prefix == "mt_" else len(keys)
+        return n
+
+    def weight_breaks(self) -> List[int]:
+        """Each schedule point and the iteration after it: between them every lambda is linear
+        between two non-negative values, so it is 0 throughout or at one end only."""
+        return sorted({x + d for fn in self.lambdas.values() for x, _ in fn.pieces for d in (0, 1)})
 
     def iteration_objectives(self, iteration: int) -> List[str]:
-        """Every objective once, each family shuffled (XLM's ``shuf_order`` without sampling)."""
+        """XLM's ``shuf_order`` per family, in its order: AE and BT each objective once in random
+        order; MT min(5, n) draws with replacement (XLM samples parallel steps like its LM steps)."""
         rng = self.iteration_rng(iteration)
-        keys = self.objective_keys()
         plan = []
-        for family in ("ae_", "mt_", "bt_"):
-            members = [k for k in keys if k.startswith(family)]
-            plan += [members[i] for i in rng.permutation(len(members))]
+        for prefix in ("ae_", "mt_", "bt_"):
+            keys = self.family(prefix)
+            if prefix == "mt_" and keys:
+                plan += [
+                    keys[i] for i in rng.choice(len(keys), size=min(MAX_DRAWS_PER_FAMILY, len(keys)), replace=True)
+                ]
+            else:
+                plan += [keys[i] for i in rng.permutation(len(keys))]
         return plan
 
     def objective_weight(self, key: str, iteration: int) -> float:
@@ -371,8 +399,10 @@ class TranslationLMTask(XLMTask):
     def _bleu_stats(self, model, key, batch):
         raw = bare_model(model)
         if self._valid_generator is None or self._valid_generator.model.single_model is not raw:
-            # greedy, with XLM's evaluation length limit
-            self._valid_generator = self.build_generator([raw], Namespace(beam=1, max_len_a=1.5, max_len_b=10))
+            # XLM's evaluator: greedy, int(1.5 L + 10) tokens with both </s> (so 1.5 L + 8 words), empty allowed
+            self._valid_generator = self.build_generator(
+                [raw], Namespace(beam=1, max_len_a=1.5, max_len_b=8, min_len=0)
+            )
         hypos = self._valid_generator.generate([raw], batch)
         tgt = key.split("-")[-1]
         pipeline = self.text_pipeline()

@@ -67,7 +67,17 @@ class XLMClassificationConfig(XLMDataConfig):
     )
     max_sentence_len: int = field(
         default=256,
-        metadata={"help": "a sentence longer than this (subwords and its </s>) is truncated (XLM --max_len)"},
+        metadata={
+            "help": "training sentences are cut to this many tokens with their two </s> (XLM --max_len: 254 "
+            "subwords kept at 256); validation and prediction read whole sentences"
+        },
+    )
+    group_by_length: bool = field(
+        default=False,
+        metadata={
+            "help": "training batches of rows of similar length (less padding; fairseq's sentence_prediction); "
+            "default: random rows, as XLM (labels may correlate with length, as MNLI's do)"
+        },
     )
     max_positions: int = II("model.max_positions")
 
@@ -245,15 +255,20 @@ class XLMClassificationTask(XLMTask):
             self._training = (sorted(labels), pairs.pop())
         return self._training
 
-    def encode_rows(self, texts: Sequence[str], texts_b: Optional[Sequence[str]], lang: str) -> Tuple[list, int]:
-        """Raw text (pairs when ``texts_b``) in ``lang`` -> (token rows, how many were truncated)."""
+    def encode_rows(
+        self, texts: Sequence[str], texts_b: Optional[Sequence[str]], lang: str, training: bool = False
+    ) -> Tuple[list, int]:
+        """Raw text (pairs when ``texts_b``) in ``lang`` -> (token rows, how many were truncated).
+        Training rows are cut to --max-sentence-len (XLM truncates in training only); every row to
+        the model's positions."""
         pipeline, d = self.require_pipeline(), self.dictionary
         max_positions = int(getattr(self.cfg, "max_positions", 512) or 512)
+        max_len = self.cfg.max_sentence_len if training else None
         rows, truncated = [], 0
         for i, text in enumerate(texts):
             ids_a = [d.index(p) for p in pipeline.pieces(text, lang)]
             ids_b = None if texts_b is None else [d.index(p) for p in pipeline.pieces(texts_b[i], lang)]
-            row, cut = encode_row(ids_a, ids_b, d.eos(), self.cfg.max_sentence_len, max_positions)
+            row, cut = encode_row(ids_a, ids_b, d.eos(), max_len, max_positions)
             rows.append(row)
             truncated += cut
         return rows, truncated
@@ -281,14 +296,21 @@ class XLMClassificationTask(XLMTask):
             if data.is_pair != self.pairs:
                 mine, theirs = ("a", "do not") if data.is_pair else ("no", "do")
                 raise XLMUserError(f"{path}: has {mine} text_b column (sentence pairs), the training files {theirs}")
-            encoded, truncated = self.encode_rows(data.texts, data.texts_b, lang)
+            encoded, truncated = self.encode_rows(data.texts, data.texts_b, lang, training=split == "train")
             rows += encoded
             row_langs += [self.lang2id[lang]] * len(encoded)
             labels += self.label_ids(data.labels, path)
-            note = f", {truncated} truncated to --max-sentence-len {self.cfg.max_sentence_len}" if truncated else ""
+            limit = f"--max-sentence-len {self.cfg.max_sentence_len}" if split == "train" else "the model's positions"
+            note = f", {truncated} truncated to {limit}" if truncated else ""
             logger.info(f"{split} {lang}: {len(encoded)} rows{note} from {path}")
         self.datasets[split] = SentenceClassificationDataset(
-            rows, row_langs, labels, self.dictionary.pad(), shuffle=split == "train", seed=self.cfg.seed
+            rows,
+            row_langs,
+            labels,
+            self.dictionary.pad(),
+            shuffle=split == "train",
+            seed=self.cfg.seed,
+            group_by_length=self.cfg.group_by_length,
         )
 
     # ---- model ----------------------------------------------------------------------------
