@@ -31,6 +31,7 @@ setup(
             "xlm-fairseq-classify=xlm_fairseq.classify:main",
             "xlm-fairseq-retrieve=xlm_fairseq.retrieval:main",
             "xlm-fairseq-distributed-cpu=xlm_fairseq.distributed_cpu:main",
+            "xlm-fairseq-lexicon=xlm_fairseq.lexicon:main",
         ]
     },
 )
