@@ -4,7 +4,8 @@ real fairseq-train / fairseq-generate runs of ours and of fairseq's transformer)
 import json
 import subprocess
 
-from conftest import BIN, ROOT
+import pytest
+from conftest import BIN, ROOT, head
 
 SHARED = ROOT.parent / "shared" / "data"
 
@@ -20,11 +21,12 @@ def _ablation(*args):
 
 def test_ablation_quick_runs_every_kind_of_run(tmp_path):
     assert (SHARED / "en-de" / "docs.natural.en").exists(), f"the experiment needs the shared corpora at {SHARED}"
-    runs = "unmt_mlm_tlm_xlm,sup_random_summed,fairseq_transformer_de-en"
+    runs = "unmt_mlm_tlm,sup_random_summed,fairseq_transformer_de-en"
     proc = _ablation("--quick", "--runs", runs, "--work-dir", tmp_path / "w", "--mt-lr", "0.0007")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     results = json.loads((tmp_path / "w" / "results.json").read_text())
-    assert set(results) == set(runs.split(",")) | {"pretrain_mlm_tlm"}  # the init it needs came along
+    assert set(results) == set(runs.split(",")) | {"pretrain_mlm_tlm", "copy_bleu", "test_lines"}  # its LM came along
+    assert results["test_lines"] == 60 and 0 < results["copy_bleu"]["de-en"] < 100
     for name in runs.split(","):
         assert results[name]["train"]["updates"] > 0, name
         directions = ["de-en"] if name.endswith("de-en") else ["de-en", "en-de"]
@@ -32,19 +34,20 @@ def test_ablation_quick_runs_every_kind_of_run(tmp_path):
         for d in directions:
             assert 0 <= results[name]["eval"][d]["bleu"] <= 100
             assert results[name]["eval"][d]["ref_logprob"] < 0
-    # the pretrained LM is scored with XLM's 100 %-mask metric beside the unigram baseline
+    # the pretrained LM: XLM's 100 %-mask metric beside the unigram baseline, the probe beside random init
     lm = results["pretrain_mlm_tlm"]["eval"]
     for lang in ("en", "de"):
-        assert lm[lang]["fullmask_ppl"] > 1 and lm[lang]["unigram_ppl"] > 1 and 0 <= lm[lang]["fullmask_acc"] <= 100
+        assert lm["lm"][lang]["fullmask_ppl"] > 1 and lm["lm"][lang]["unigram_ppl"] > 1
+    for probe in ("probe", "probe_random"):
+        assert 0 <= lm[probe]["embeddings"]["nn_p@1"] <= lm[probe]["embeddings"]["nn_p@5"] <= 100
     # --mt-lr reaches every MT run (ours and the peer's), pretraining keeps its own
     for name in runs.split(","):
         assert "'lr': [0.0007]" in (tmp_path / "w" / "checkpoints" / name / "train.log").read_text(), name
-    assert "'lr': [0.0005]" in (tmp_path / "w" / "checkpoints" / "pretrain_mlm_tlm" / "train.log").read_text()
+    assert "'lr': [0.001]" in (tmp_path / "w" / "checkpoints" / "pretrain_mlm_tlm" / "train.log").read_text()
     table = (tmp_path / "w" / "results.md").read_text()
-    assert (
-        "0.0007 MT" in table and "| pretrain_mlm_tlm |" in table and "| unigram model of the training text |" in table
-    )
-    assert "| unmt_mlm_tlm_xlm | mlm_tlm | xlm |" in table and "| fairseq_transformer_de-en |" in table
+    assert "0.0007 MT" in table and "| pretrain_mlm_tlm |" in table and "| copy the source |" in table
+    assert "| unmt_mlm_tlm | mlm_tlm | xlm |" in table and "| fairseq_transformer_de-en |" in table
+    assert "| sup_random_summed | random | summed |" in table
     # test sentences never occur in the training files (held-out documents)
     raw = tmp_path / "w" / "raw" / "en-de"
     train = set()
@@ -55,10 +58,30 @@ def test_ablation_quick_runs_every_kind_of_run(tmp_path):
     # a re-run skips what is done
     again = _ablation("--quick", "--runs", runs, "--work-dir", tmp_path / "w")
     assert again.returncode == 0 and "train " not in again.stdout
+    # --test PREFIX: your own held-out text, scored by the same models (nothing retrained)
+    mine = tmp_path / "mine"
+    for lang in ("de", "en"):
+        head(ROOT / "recipes" / "data" / "en-de" / f"test.en-de.{lang}", f"{mine}.{lang}", 25)
+    other = _ablation("--quick", "--runs", runs, "--work-dir", tmp_path / "w", "--test", mine)
+    assert other.returncode == 0, other.stdout[-2000:] + other.stderr[-3000:]
+    assert "train " not in other.stdout
+    results = json.loads((tmp_path / "w" / "results.json").read_text())
+    assert results["test_lines"] == 25
+    assert f"test: {mine}.{{de,en}}" in (tmp_path / "w" / "results.md").read_text()
+    gen = (tmp_path / "w" / "checkpoints" / "sup_random_summed" / "gen.de-en.txt").read_text()
+    assert sum(line.startswith("D-") for line in gen.splitlines()) == 25
 
 
-def test_ablation_unknown_run_is_one_line(tmp_path):
-    proc = _ablation("--quick", "--runs", "unmt_bogus", "--work-dir", tmp_path / "w")
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--runs", "unmt_bogus"], "--runs: unknown run 'unmt_bogus'"),
+        (["--budget", "lots"], "--budget: expected a duration like 4h"),
+        (["--test", "/nonexistent/prefix"], "--test: /nonexistent/prefix.de not found"),
+    ],
+)
+def test_ablation_bad_options_are_one_line(tmp_path, args, message):
+    proc = _ablation("--quick", *args, "--work-dir", tmp_path / "w")
     assert proc.returncode != 0
-    assert proc.stderr.strip().splitlines() == [proc.stderr.strip().splitlines()[-1]]
-    assert "--runs" in proc.stderr and "unmt_bogus" in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
