@@ -1,9 +1,8 @@
-"""The README's main job, reduced (--tiny): preprocess -> pretrain -> UNMT -> generate -> BLEU, end to end,
-after a kill."""
+"""The README's main job, reduced (--tiny): preprocess -> pretrain -> translation -> generate -> BLEU beside
+copying the source -> export, end to end, after a kill; --test and --unsupervised."""
 
 import hashlib
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -50,26 +49,58 @@ def _checksums(directory):
 
 
 def test_quickstart_tiny_end_to_end(tmp_path):
-    """Killed in stage 2, then run again: stage 1 is kept (its data-bin byte for byte), stage 2 runs
-    again and the rest follows; a third run only scores."""
+    """Killed in stage 2, then run again with --test: stage 1 is kept (its data-bin byte for byte),
+    stage 2 runs again and the rest follows; BLEU beside the copy baseline for both test sets; the
+    exported model translates from Python; a third run only scores."""
     work = tmp_path / "qs"
     _kill_during_pretraining(work)
     assert (work / ".stages" / "preprocess.done").exists() and not (work / ".stages" / "pretrain.done").exists()
     data_bin = _checksums(work / "data-bin")
-    proc = _run(["--tiny", "--work-dir", str(work)])
+    sample = ROOT / "recipes" / "data" / "en-de"  # other documents than the quickstart's sample
+    for lang in ("de", "en"):
+        (tmp_path / f"mine.{lang}").write_text(
+            "".join((sample / f"test.en-de.{lang}").read_text().splitlines(True)[:40])
+        )
+    proc = _run(["--tiny", "--work-dir", str(work), "--test", str(tmp_path / "mine")])
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     assert "1/4 preprocess: done before" in proc.stdout and proc.stdout.count("done before") == 1
     assert _checksums(work / "data-bin") == data_bin
-    assert "cannot show" in proc.stdout and "recipes/ablation.sh" in proc.stdout  # says what a short run means
-    for direction in ("de-en", "en-de"):
-        line = [row for row in proc.stdout.splitlines() if row.startswith(direction)]
-        assert line and re.search(r"BLEU\|nrefs:1\|.* = [0-9.]+", line[0]), proc.stdout[-1500:]
-        hyps = (work / "out" / f"hyp.{direction}.txt").read_text(encoding="utf-8").splitlines()
-        assert len(hyps) == 100
-    assert (work / "checkpoints" / "unmt" / "checkpoint_last.pt").exists()
+    assert "3/4 semi-supervised MT (MT on 1000 pairs + AE + back-translation" in proc.stdout  # says which ran
+    assert "copy source" in proc.stdout and "recipes/ablation.sh" in proc.stdout
+    for test_set, lines in (("docs", 100), ("yours", 40)):
+        for direction in ("de-en", "en-de"):
+            row = [r.split() for r in proc.stdout.splitlines() if r.startswith(f"{test_set} ") and direction in r]
+            assert row and len(row[0]) == 5, proc.stdout[-1500:]
+            bleu, copy = (
+                float((work / "out" / test_set / f"{k}.{direction}.txt").read_text()) for k in ("bleu", "copy")
+            )
+            assert row[0][2:] == [f"{bleu}", f"{copy}", f"{bleu - copy:+.1f}"]
+            hyps = (work / "out" / test_set / f"hyp.{direction}.txt").read_text(encoding="utf-8").splitlines()
+            assert len(hyps) == lines
+    # the exported model translates without the data-bin, as the report says
+    line = next(r for r in proc.stdout.splitlines() if "XLMModel.from_pretrained" in r)
+    assert f'from_pretrained("{work}/model")' in line
+    model = work / "model"
+    hub = f'XLMModel.from_pretrained("{model}")'
+    code = f'from xlm_fairseq import XLMModel; print(repr({hub}.translate("Klicken Sie", src="de", tgt="en")))'
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.startswith("'"), out.stderr[-2000:]
     # a re-run skips the finished stages and scores again
     again = _run(["--tiny", "--work-dir", str(work)])
     assert again.returncode == 0 and again.stdout.count("done before") == 3
+    assert not any(r.startswith("yours ") for r in again.stdout.splitlines())
+
+
+def test_quickstart_unsupervised_is_its_own_run(tmp_path):
+    """--unsupervised trains no MT step and says so; a work dir of the other kind is refused at stage 3."""
+    work = tmp_path / "qs"
+    proc = _run(["--tiny", "--unsupervised", "--work-dir", str(work)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "3/4 unsupervised MT (AE + back-translation on monolingual text only)" in proc.stdout
+    log = (work / "logs" / "translate.log").read_text()
+    assert "bt_de-en-de_loss" in log and "mt_de-en_loss" not in log
+    semi = _run(["--tiny", "--work-dir", str(work)])
+    assert semi.returncode == 2 and "stage translate was completed with other options" in semi.stderr
 
 
 def test_quickstart_refuses_without_install(tmp_path):
@@ -86,6 +117,12 @@ def test_quickstart_refuses_without_install(tmp_path):
     assert not (tmp_path / "q").exists()
 
 
-def test_quickstart_rejects_unknown_option():
+def test_quickstart_rejects_unknown_option(tmp_path):
     proc = _run(["--bogus"])
     assert proc.returncode == 2 and "unknown option '--bogus'" in proc.stderr
+    (tmp_path / "t.de").write_text("a\nb\n")
+    (tmp_path / "t.en").write_text("a\n")
+    for prefix, message in ((tmp_path / "none", "none.de: no such file"), (tmp_path / "t", "differ in line count")):
+        proc = _run(["--tiny", "--work-dir", str(tmp_path / "q"), "--test", str(prefix)])
+        assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "q").exists()
