@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
-from driver import Driver, copy_file, write_json  # noqa: E402
+from driver import Driver, add_shared_data_option, check_shared_data, copy_file, write_json  # noqa: E402
 from experiments import (  # noqa: E402
     BIN,
     Measure,
@@ -332,13 +332,10 @@ def main(argv=None):
     p.add_argument("--beam", type=int, help="beam size of the BLEU runs (default 5; --quick 1)")
     p.add_argument("--runs", help="comma-separated subset of the runs (their pretraining comes along)")
     p.add_argument("--work-dir", help="where everything goes (default runs/ablation[-quick])")
-    p.add_argument("--shared-data", default=str(ROOT.parent / "shared" / "data"),
-                   help="the shared corpora (default ../shared/data)")  # fmt: skip
+    add_shared_data_option(p)
     p.add_argument("--fresh", action="store_true", help="delete the work directory first")
     args = p.parse_args(argv)
-    for need in ("en-de/docs.natural.en", "bli/de-en.dev.txt"):
-        if not (Path(args.shared_data) / need).exists():
-            p.error(f"--shared-data: {args.shared_data}/{need} not found")
+    check_shared_data(p, args)
     if args.budget:
         try:
             parse_budget(args.budget)

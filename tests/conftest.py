@@ -65,6 +65,17 @@ def setup_task(data, task_name, *args, arch="xlm_tiny"):
     return tasks.setup_task(cfg.task), cfg
 
 
+SHARED = ROOT.parent / "shared" / "data"  # the project's real corpora, beside the checkout
+
+
+def run_recipe(script, *args):
+    """``bash recipes/SCRIPT ARGS`` with this environment's tools first on PATH."""
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", PYTHON=str(BIN / "python"), OMP_NUM_THREADS="2")
+    return subprocess.run(
+        ["bash", ROOT / "recipes" / script, *map(str, args)], capture_output=True, text=True, env=env, cwd=ROOT
+    )
+
+
 def head(src, dst, n):
     with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as g:
         for i, line in enumerate(f):

@@ -2,21 +2,13 @@
 real fairseq-train / fairseq-generate runs of ours and of fairseq's transformer)."""
 
 import json
-import subprocess
 
 import pytest
-from conftest import BIN, ROOT, head
-
-SHARED = ROOT.parent / "shared" / "data"
+from conftest import ROOT, SHARED, head, run_recipe
 
 
 def _ablation(*args):
-    import os
-
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", PYTHON=str(BIN / "python"), OMP_NUM_THREADS="2")
-    return subprocess.run(
-        ["bash", ROOT / "recipes" / "ablation.sh", *map(str, args)], capture_output=True, text=True, env=env, cwd=ROOT
-    )
+    return run_recipe("ablation.sh", *args)
 
 
 def test_ablation_quick_runs_every_kind_of_run(tmp_path):

@@ -1,4 +1,4 @@
-"""What the Python recipe drivers (``recipes/ablation.py``, ``recipes/xcls.py``) share: progress lines,
+"""What the Python recipe drivers (``recipes/ablation.py``, ``scale.py``, ``xcls.py``) share: progress lines,
 running a command into its own log (stopping the recipe with the log's tail when it fails), and
 result files written whole or not at all, so that a recipe killed at any point re-runs cleanly."""
 
@@ -28,6 +28,21 @@ def write_json(path, value, **kwargs):
 def copy_file(src, dst):
     with open(src, "rb") as f, atomic_write(str(dst), binary=True) as g:
         g.write(f.read())
+
+
+SHARED_DATA = ROOT.parent / "shared" / "data"
+EXPERIMENT_INPUTS = ("en-de/docs.natural.en", "bli/de-en.dev.txt")  # the MT experiments' corpus and probe
+
+
+def add_shared_data_option(parser):
+    parser.add_argument("--shared-data", default=str(SHARED_DATA), help="the shared corpora (default ../shared/data)")
+
+
+def check_shared_data(parser, args, needs=EXPERIMENT_INPUTS):
+    """One error line naming the first shared file the experiment needs and cannot find."""
+    for need in needs:
+        if not (Path(args.shared_data) / need).exists():
+            parser.error(f"--shared-data: {args.shared_data}/{need} not found")
 
 
 class Driver:

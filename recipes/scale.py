@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""Which model and settings learn most per CPU-minute on this machine? A scaling sweep.
+
+    bash recipes/scale.sh [--quick] [--phase pretrain|translate|all] [--runs NAME,...] [--budgets 15,60]
+
+Data: a larger draw of the shipped sample's rules (``recipes/data/make_sample.py``) from
+``../shared/data/en-de/docs.natural``: 18,000 monolingual sentences per language (en and de from
+different documents), 12,000 parallel pairs, 500 valid and 1,000 test sentences of held-out
+documents. One joint sentencepiece vocabulary per vocabulary size of the sweep.
+
+Pretraining runs (MLM on en and de + TLM on the pairs, XLM's loop ``--step-per-objective
+--clip-norm 5``, Adam (0.9, 0.98), inverse-sqrt decay, dropout 0.1) vary one thing at a time around
+the base ``d128_l3`` (128 dims, 3 layers, 4 heads, FFN 512, vocabulary 4,000, 128-token streams,
+2,048 tokens per step, lr 1e-3, 1,000 warm-up steps), and the model size along a ladder. Each is
+bounded by wall-clock minutes (``--stop-time-hours``, cumulative over resumes): at every budget of
+the run its checkpoint is kept and scored — XLM's validation perplexity (every predicted position
+shown as the mask) per language beside the unigram model of the training text, and the alignment
+probe (``xlm_fairseq.lexicon``: word translation P@1 on ``../shared/data/bli/de-en.dev.txt``) —
+then training resumes to the next budget. Inverse-sqrt decay does not depend on the budget, so one
+run gives every budget's point. A pretraining budget is counted in updates: each run's speed is
+measured alone first (75 s of its own command), and m minutes are m x 60 x that many updates per
+second, so that what else the machine does later cannot change what a budget buys.
+
+Translation runs start from one LM of the sweep (or random initialisation) and train
+``translation_lm`` on the same data: supervised (``--mt-steps`` on the 12,000 pairs), semi-supervised
+(MT + AE + online BT on the monolingual text) and unsupervised (AE + BT only), with their learning
+rate, warm-up and batch varied; each is scored at every budget on the test set in both directions
+(beam 5): BLEU and reference log-probability, beside the BLEU of copying the source.
+
+Translation budgets are wall-clock minutes (back-translation's speed changes as the model learns):
+run nothing else on the machine meanwhile. Results: WORK/results.{md,json}; finished budgets are
+skipped on a re-run (``--fresh`` redoes all).
+"""
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
+
+from driver import Driver, add_shared_data_option, check_shared_data, copy_file, write_json  # noqa: E402
+from experiments import BIN, Measure, copy_bleu, logged_updates, model_args, train_args  # noqa: E402
+
+from preprocess.errors import ArgumentParser  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+LANGS = ("de", "en")
+DATA = dict(mono=18000, train=12000, valid=500, test=1000)
+QUICK_DATA = dict(mono=1500, train=600, valid=60, test=60)
+CALIBRATION_SECONDS, QUICK_CALIBRATION_SECONDS = 75, 10
+EMBEDDING_TENSORS = ("embeddings.weight", "pred_layer.proj.bias")  # counted apart from the transformer
+
+# pretraining: the base and what each run changes
+PRETRAIN_BASE = dict(
+    dim=128, layers=3, heads=4, ffn=512, vocab=4000, stream=128, batch=2048, lr=1e-3, warmup=1000, steps="en,de,de-en"
+)
+PRETRAIN_RUNS = {  # name: (changes, budgets in minutes)
+    "d64_l2": (dict(dim=64, layers=2, ffn=256), (15, 60)),
+    "d128_l3": (dict(), (15, 60)),
+    "d192_l4": (dict(dim=192, layers=4, ffn=768), (15, 60)),
+    "d256_l4": (dict(dim=256, layers=4, ffn=1024), (15, 60)),
+    "d128_l6": (dict(layers=6), (15,)),
+    "ffn2x": (dict(ffn=256), (15,)),
+    "heads8": (dict(heads=8), (15,)),
+    "vocab2k": (dict(vocab=2000), (15,)),
+    "vocab8k": (dict(vocab=8000), (15,)),
+    "stream64": (dict(stream=64), (15,)),
+    "stream256": (dict(stream=256), (15,)),
+    "batch1k": (dict(batch=1024), (15,)),
+    "batch4k": (dict(batch=4096), (15,)),
+    "lr5e-4": (dict(lr=5e-4), (15,)),
+    "lr2e-3": (dict(lr=2e-3), (15,)),
+    "warmup250": (dict(warmup=250), (15,)),
+    "warmup4000": (dict(warmup=4000), (15,)),
+    "mlm_only": (dict(steps="en,de"), (15,)),
+    "words_only": (dict(words_only=True), (15,)),  # --mlm-words-only: ours before XLM's mask_out (#24)
+}
+QUICK_PRETRAIN = dict(dim=32, layers=1, heads=2, ffn=64, vocab=800, stream=64, batch=512, warmup=10)
+
+# translation: from which LM (run@budget, or random with that run's architecture), what it trains
+TRANSLATION_BASE = dict(init="d128_l3@60", mode="sup", lr=5e-4, warmup=500, batch=2000)
+MODES = {
+    "sup": dict(mt="de-en,en-de"),
+    "semi": dict(mt="de-en,en-de", ae="en,de", bt="en-de-en,de-en-de"),
+    "unmt": dict(ae="en,de", bt="en-de-en,de-en-de"),
+}
+TRANSLATION_RUNS = {
+    "sup": (dict(), (10, 30)),
+    "sup_random": (dict(init="random:d128_l3"), (10, 30)),
+    "sup_lr1e-3": (dict(lr=1e-3), (10,)),
+    "sup_lr2e-4": (dict(lr=2e-4), (10,)),
+    "sup_batch4k": (dict(batch=4000), (10,)),
+    "sup_warmup100": (dict(warmup=100), (10,)),
+    "semi": (dict(mode="semi"), (10, 30)),
+    "unmt": (dict(mode="unmt"), (10, 30)),
+    "unmt_random": (dict(mode="unmt", init="random:d128_l3"), (10, 30)),
+}
+
+
+def unigram_ratio(lm: dict) -> float:
+    """ln(perplexity) / ln(unigram perplexity), averaged over the languages: below 1 the LM predicts
+    better than word frequencies; comparable across vocabularies, unlike the perplexities."""
+    return sum(math.log(lm[x]["fullmask_ppl"]) / math.log(lm[x]["unigram_ppl"]) for x in LANGS) / len(LANGS)
+
+
+def minutes(value: str):
+    return tuple(float(x) for x in value.split(",") if x)
+
+
+class Sweep(Driver):
+    name = "scale"
+
+    def __init__(self, args):
+        super().__init__()
+        self.args = args
+        self.quick = args.quick
+        self.work = Path(args.work_dir or ROOT / ("runs/scale-quick" if args.quick else "runs/scale")).resolve()
+        self.shared = Path(args.shared_data)
+        self.bli = self.shared / "bli" / "de-en.dev.txt"
+        self.raw = self.work / "raw" / "en-de"
+        self.results_path = self.work / "results.json"
+
+    # ---- data ------------------------------------------------------------------------------
+
+    def data_bin(self, vocab) -> Path:
+        """The data-bin of one vocabulary size (valid sides also as monolingual valid files)."""
+        out = self.work / f"data-bin-{vocab}"
+        if (out / "dict.txt").exists():
+            return out
+        if not (self.raw / "test.en-de.de").exists():
+            sizes = QUICK_DATA if self.quick else DATA
+            self.log(f"data: {sizes} (held-out documents) from {self.shared}")
+            self.run([sys.executable, ROOT / "recipes/data/make_sample.py", self.shared, "--out", self.raw.parent,
+                      "--pairs", "en-de", "--xcls-train", "0", *[x for k, v in sizes.items() for x in (f"--{k}", v)]],
+                     self.work / "make_sample.log")  # fmt: skip
+        d = self.raw
+        self.run([sys.executable, "-m", "preprocess.prepare", out, "--langs", ",".join(LANGS), "--vocab-size", vocab,
+                  "--quiet", "--mono", f"train:en={d}/mono.en", "--mono", f"train:de={d}/mono.de",
+                  "--para", f"train:en-de={d}/train.en-de", "--para", f"valid:en-de={d}/valid.en-de",
+                  "--para", f"test:en-de={d}/test.en-de"], self.work / f"prepare-{vocab}.log")  # fmt: skip
+        return out
+
+    # ---- pretraining -----------------------------------------------------------------------
+
+    def pretrain_config(self, name):
+        changes, budgets = PRETRAIN_RUNS[name]
+        p = dict(PRETRAIN_BASE, **changes)
+        if self.quick:
+            p.update(QUICK_PRETRAIN)
+            budgets = (0.2, 0.4)[: len(budgets)]
+        return p, self.args.budgets or budgets
+
+    def pretrain_command(self, name, save, minutes_, max_update=100000000):
+        p, _ = self.pretrain_config(name)
+        return [BIN / "fairseq-train", self.data_bin(p["vocab"]), "--task", "cross_lingual_lm",
+                "--langs", ",".join(LANGS), "--mlm-steps", p["steps"], "--tokens-per-sample", p["stream"],
+                *(["--mlm-words-only"] if p.get("words_only") else []), *model_args(p),
+                *train_args(save, p["lr"], p["warmup"], p["batch"], minutes_, max_update)]  # fmt: skip
+
+    def calibrate(self, name, results) -> float:
+        """Updates per second of the run's very command on this machine, measured alone for
+        ``CALIBRATION_SECONDS`` (the first log interval left out): pretraining runs are then bounded by
+        updates, so that whatever else the machine does later cannot change what a budget buys."""
+        speeds = results.setdefault("speed", {})
+        if name not in speeds:
+            seconds = QUICK_CALIBRATION_SECONDS if self.quick else CALIBRATION_SECONDS
+            self.log(f"calibrate {name}: {seconds} s")
+            save = self.work / "calibrate" / name
+            shutil.rmtree(save, ignore_errors=True)
+            save.mkdir(parents=True)
+            cmd = self.pretrain_command(name, save, seconds / 60) + ["--log-interval", "20", "--no-save"]
+            self.run(cmd, save / "stdout.log")
+            ups = [float(json.loads(line[line.index("{") :])["ups"])
+                   for line in (save / "train.log").read_text().splitlines() if '"ups"' in line]  # fmt: skip
+            if len(ups) < 2:
+                sys.exit(f"scale: error: calibration of {name} logged too few updates (see {save}/train.log)")
+            speeds[name] = round(sorted(ups[1:])[len(ups[1:]) // 2], 3)
+            write_json(self.results_path, results, indent=1)
+        return speeds[name]
+
+    def pretrain(self, name, results):
+        p, budgets = self.pretrain_config(name)
+        data = self.data_bin(p["vocab"])
+        save = self.work / "pretrain" / name
+        save.mkdir(parents=True, exist_ok=True)
+        entry = results.setdefault("pretrain", {}).setdefault(name, {"config": p, "budgets": {}})
+        measure = Measure(self, data, LANGS, tokens_per_sample=p["stream"])
+        for budget in budgets:
+            key = f"{budget:g}"
+            if key in entry["budgets"]:
+                continue
+            kept = save / f"budget_{key}.pt"
+            if not kept.exists():
+                updates = max(1, round(self.calibrate(name, results) * 60 * budget))
+                self.log(f"pretrain {name}: to {budget:g} min = {updates} updates")
+                cmd = self.pretrain_command(name, save, 10 * budget, max_update=updates)  # time: a guard only
+                self.run(cmd, save / f"stdout_{key}.log")
+                copy_file(save / "checkpoint_last.pt", kept)
+            self.log(f"pretrain {name}: scoring the {budget:g}-min checkpoint")
+            point = {"updates": logged_updates(save / "train.log"), "params": self.params(kept)}
+            point["lm"] = measure.lm(kept, save / f"validate_{key}.log")
+            point["probe"] = measure.probe(kept, self.bli, save / f"probe_{key}.json", save / f"probe_{key}.log")
+            entry["budgets"][key] = point
+            write_json(self.results_path, results, indent=1)
+        random_probe = save / "probe_random.json"
+        if "probe_random" not in entry:
+            kept = save / f"budget_{budgets[0]:g}.pt"
+            entry["probe_random"] = measure.probe(kept, self.bli, random_probe, save / "probe_random.log", True)
+            write_json(self.results_path, results, indent=1)
+
+    @staticmethod
+    def params(checkpoint) -> dict:
+        from xlm_fairseq import safe_load
+
+        state = safe_load.load(str(checkpoint))["model"]
+        total = sum(v.numel() for v in state.values())
+        embedding = sum(v.numel() for k, v in state.items() if k.endswith(EMBEDDING_TENSORS))
+        return {"total": total, "non_embedding": total - embedding}
+
+    # ---- translation -----------------------------------------------------------------------
+
+    def translation_config(self, name):
+        changes, budgets = TRANSLATION_RUNS[name]
+        p = dict(TRANSLATION_BASE, **changes)
+        if self.args.lm:  # every run from this LM; random-init runs take its architecture
+            lm_name = self.args.lm.partition("@")[0]
+            p["init"] = f"random:{lm_name}" if p["init"].startswith("random:") else self.args.lm
+        if self.quick:
+            p["init"] = p["init"].replace("@60", "@0.4")
+            budgets = (0.2, 0.4)[: len(budgets)]
+        return p, self.args.budgets or budgets
+
+    def translate(self, name, results):
+        p, budgets = self.translation_config(name)
+        random_init = p["init"].startswith("random:")
+        lm_name, _, lm_budget = p["init"].removeprefix("random:").partition("@")
+        lm, _ = self.pretrain_config(lm_name)
+        data = self.data_bin(lm["vocab"])
+        save = self.work / "translate" / name
+        save.mkdir(parents=True, exist_ok=True)
+        entry = results.setdefault("translate", {}).setdefault(name, {"config": p, "budgets": {}})
+        measure = Measure(self, data, LANGS)
+        steps = []
+        for kind, value in MODES[p["mode"]].items():
+            steps += [f"--{kind}-steps", value]
+        init = []
+        if not random_init:
+            init = ["--pretrained-xlm-checkpoint", self.work / "pretrain" / lm_name / f"budget_{lm_budget}.pt"]
+            if not init[1].exists():
+                sys.exit(f"scale: error: {name} starts from {init[1]}: run the pretraining run {lm_name} first")
+        for budget in budgets:
+            key = f"{budget:g}"
+            if key in entry["budgets"]:
+                continue
+            kept = save / f"budget_{key}.pt"
+            if not kept.exists():
+                self.log(f"translate {name}: to {budget:g} min")
+                cmd = [BIN / "fairseq-train", data, "--task", "translation_lm", "--langs", ",".join(LANGS), *steps,
+                       "--lambda-ae", "0:1,100000:0.1,300000:0", "--max-sentence-len", "100", *init,
+                       *model_args(lm), *train_args(save, p["lr"], p["warmup"], p["batch"], budget)]  # fmt: skip
+                self.run(cmd, save / f"stdout_{key}.log")
+                copy_file(save / "checkpoint_last.pt", kept)
+            self.log(f"translate {name}: scoring the {budget:g}-min checkpoint")
+            point = {"updates": logged_updates(save / "train.log")}
+            out = save / f"eval_{key}"
+            out.mkdir(exist_ok=True)
+            for src, tgt in (("de", "en"), ("en", "de")):
+                ref = self.raw / f"test.en-de.{tgt}"
+                point[f"{src}-{tgt}"] = measure.mt(kept, src, tgt, ref, out, beam=1 if self.quick else 5)
+            entry["budgets"][key] = point
+            write_json(self.results_path, results, indent=1)
+
+    # ---- report ----------------------------------------------------------------------------
+
+    def report(self, results):
+        torch_version = __import__("torch").__version__
+        lines = [f"Date {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, torch {torch_version}; "
+                 "budgets are minutes of training on this machine.", ""]  # fmt: skip
+        copy = results.get("copy_bleu")
+        if results.get("pretrain"):
+            lines += ["Pretraining (MLM+TLM unless noted). Perplexity: XLM's validation metric (every predicted "
+                      "position shown as the mask) at the run's own stream length, the unigram model of the training "
+                      "text beside it, and their log ratio (below 1: better than the unigram model; comparable across "
+                      "vocabularies). Probe: word translation de→en, precision@1 (NN / CSLS), input embeddings and "
+                      "contextual states.", "",
+                      "| run | changes | params (non-emb.) | budget min | updates | ppl en / de | unigram en / de "
+                      "| ln ppl / ln unigram | P@1 emb. NN / CSLS | P@1 ctx. NN / CSLS |",
+                      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+            for name, entry in results["pretrain"].items():
+                changes = ", ".join(f"{k} {v}" for k, v in PRETRAIN_RUNS.get(name, ({},))[0].items()) or "base"
+                rows = list(entry["budgets"].items())
+                if "probe_random" in entry:
+                    rows.append(("random init", None))
+                for budget, point in rows:
+                    probe = entry["probe_random"] if point is None else point["probe"]
+                    emb, ctx = probe["embeddings"], probe["contextual"]
+                    if point is None:
+                        lm_cells = f"— | {budget} | — | — | — | —"
+                    else:
+                        lm = point["lm"]
+                        ratio = unigram_ratio(lm)
+                        params = point["params"]["non_embedding"] / 1e6
+                        ppl = " / ".join(f"{lm[x]['fullmask_ppl']:.1f}" for x in ("en", "de"))
+                        unigram = " / ".join(f"{lm[x]['unigram_ppl']:.1f}" for x in ("en", "de"))
+                        lm_cells = f"{params:.2f} M | {budget} | {point['updates']} | {ppl} | {unigram} | {ratio:.3f}"
+                    probe_cells = (
+                        f"{emb['nn_p@1']:.1f} / {emb['csls_p@1']:.1f} | {ctx['nn_p@1']:.1f} / {ctx['csls_p@1']:.1f}"
+                    )
+                    lines.append(f"| {name} | {changes} | {lm_cells} | {probe_cells} |")
+        if results.get("translate"):
+            lines += ["", f"Translation, test set of {results.get('test_lines', '?')} held-out sentences, beam 5; "
+                      f"copying the source scores {copy['de-en']} (de→en) / {copy['en-de']} (en→de) BLEU.", "",
+                      "| run | init | mode | lr | warm-up | tokens/batch | budget min | updates | BLEU de→en | "
+                      "BLEU en→de | log2 p/token de→en | log2 p/token en→de |",
+                      "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+            for name, entry in results["translate"].items():
+                p = entry["config"]
+                for budget, point in entry["budgets"].items():
+                    de, en = point["de-en"], point["en-de"]
+                    lines.append(f"| {name} | {p['init']} | {p['mode']} | {p['lr']:g} | {p['warmup']} | {p['batch']} | "
+                                 f"{budget} | {point['updates']} | {de['bleu']} | {en['bleu']} | "
+                                 f"{de['ref_logprob']} | {en['ref_logprob']} |")  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+    def main(self):
+        if self.args.fresh and self.work.exists():
+            shutil.rmtree(self.work)
+        self.work.mkdir(parents=True, exist_ok=True)
+        results = self.load_results(self.results_path)
+        phases = ["pretrain", "translate"] if self.args.phase == "all" else [self.args.phase]
+        tables = {"pretrain": PRETRAIN_RUNS, "translate": TRANSLATION_RUNS}
+        wanted = self.args.runs.split(",") if self.args.runs else None
+        for phase in phases:
+            names = [n for n in tables[phase] if wanted is None or n in wanted]
+            if phase == "pretrain":  # every speed first, in one stretch while the machine is quiet
+                for name in names:
+                    self.calibrate(name, results)
+            for name in names:
+                (self.pretrain if phase == "pretrain" else self.translate)(name, results)
+        if "copy_bleu" not in results and (self.raw / "test.en-de.de").exists():
+            results["copy_bleu"] = {f"{s}-{t}": copy_bleu(self.raw / f"test.en-de.{s}", self.raw / f"test.en-de.{t}")
+                                    for s, t in (("de", "en"), ("en", "de"))}  # fmt: skip
+            results["test_lines"] = len((self.raw / "test.en-de.de").read_text(encoding="utf-8").splitlines())
+            write_json(self.results_path, results, indent=1)
+        self.publish(self.work, self.report(results))
+
+
+def main(argv=None):
+    p = ArgumentParser(name="scale", prog="recipes/scale.sh", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="tiny data, models and budgets (a pipeline check)")
+    p.add_argument("--phase", choices=("pretrain", "translate", "all"), default="all")
+    p.add_argument("--runs", help="comma-separated subset of the runs of the phase(s)")
+    p.add_argument("--budgets", type=minutes, help="budgets in minutes for the runs chosen, e.g. 15,60,240")
+    p.add_argument(
+        "--lm",
+        help=f"translation runs start from this LM, RUN@MINUTES (default {TRANSLATION_BASE['init']})",
+    )
+    p.add_argument("--work-dir", help="where everything goes (default runs/scale[-quick])")
+    add_shared_data_option(p)
+    p.add_argument("--fresh", action="store_true", help="delete the work directory first")
+    args = p.parse_args(argv)
+    check_shared_data(p, args)
+    if args.runs:
+        known = set(PRETRAIN_RUNS) | set(TRANSLATION_RUNS)
+        unknown = [r for r in args.runs.split(",") if r not in known]
+        if unknown:
+            p.error(f"--runs: unknown run '{unknown[0]}' (known: {', '.join(known)})")
+    if args.lm:
+        run, _, budget = args.lm.partition("@")
+        if run not in PRETRAIN_RUNS or not budget:
+            p.error(f"--lm: expected RUN@MINUTES with RUN one of the pretraining runs, got '{args.lm}'")
+    Sweep(args).main()
+
+
+if __name__ == "__main__":
+    main()
