@@ -53,6 +53,7 @@ DATA = dict(mono=18000, train=12000, valid=500, test=1000)
 QUICK_DATA = dict(mono=1500, train=600, valid=60, test=60)
 CALIBRATION_SECONDS, QUICK_CALIBRATION_SECONDS = 75, 10
 EMBEDDING_TENSORS = ("embeddings.weight", "pred_layer.proj.bias")  # counted apart from the transformer
+TIED = "pred_layer.proj.weight"  # saved under its own name too, but the token embeddings' tensor
 
 # pretraining: the base and what each run changes
 PRETRAIN_BASE = dict(
@@ -64,7 +65,7 @@ PRETRAIN_RUNS = {  # name: (changes, budgets in minutes)
     "d192_l4": (dict(dim=192, layers=4, ffn=768), (15, 60)),
     "d256_l4": (dict(dim=256, layers=4, ffn=1024), (15, 60)),
     "d128_l6": (dict(layers=6), (15,)),
-    "ffn2x": (dict(ffn=256), (15,)),
+    "ffn256": (dict(ffn=256), (15,)),
     "heads8": (dict(heads=8), (15,)),
     "vocab2k": (dict(vocab=2000), (15,)),
     "vocab8k": (dict(vocab=8000), (15,)),
@@ -217,6 +218,7 @@ class Sweep(Driver):
         from xlm_fairseq import safe_load
 
         state = safe_load.load(str(checkpoint))["model"]
+        state = {k: v for k, v in state.items() if not k.endswith(TIED)}  # the same tensor as the embeddings
         total = sum(v.numel() for v in state.values())
         embedding = sum(v.numel() for k, v in state.items() if k.endswith(EMBEDDING_TENSORS))
         return {"total": total, "non_embedding": total - embedding}
