@@ -65,12 +65,12 @@ else
 fi
 if [ "$SUPERVISION" = unsupervised ]; then
   # XLM's UNMT: denoising auto-encoding fades out while back-translation carries on from the start
-  OBJECTIVES=(--ae-steps en,de --bt-steps en-de-en,de-en-de --lambda-ae "0:1,$((BT_FROM * 2)):0.1,$((BT_FROM * 4)):0")
+  OBJECTIVES=(--ae-steps "en,de" --bt-steps "en-de-en,de-en-de" --lambda-ae "0:1,$((BT_FROM * 2)):0.1,$((BT_FROM * 4)):0")
   WHAT="unsupervised MT (AE + back-translation on monolingual text only)"
 else
   # MT on the pairs from the start; back-translation joins once MT produces something worth
   # back-translating (an untrained model's outputs run to the length limit and teach nothing)
-  OBJECTIVES=(--mt-steps de-en,en-de --ae-steps en,de --bt-steps en-de-en,de-en-de
+  OBJECTIVES=(--mt-steps "de-en,en-de" --ae-steps "en,de" --bt-steps "en-de-en,de-en-de"
               --lambda-ae "0:1,$BT_FROM:0.1,$((BT_FROM * 2)):0" --lambda-bt "0:0,$BT_FROM:0,$((BT_FROM * 2)):1")
   WHAT="semi-supervised MT (MT on $PARA_LINES pairs + AE + back-translation on monolingual text)"
 fi
@@ -173,9 +173,10 @@ run_stage translate "3/4 $WHAT" \
 # ---- 4. generate + score (every run) ----------------------------------------------------------
 stage_header "4/4 fairseq-generate (beam 5), both directions; sacreBLEU on detokenised output beside copying the source"
 CKPT="$WORK/checkpoints/translate/checkpoint_last.pt"
-# score_set NAME DATA_BIN RAW_PREFIX: BLEU of the model and of the source copied, both directions
+# score_set NAME DATA_BIN RAW_PREFIX: BLEU of the model and of the source copied, both directions,
+# into WORK/out/NAME
 score_set() {
-  local name=$1 bin=$2 raw=$3 out="$WORK/out/$1" dir src tgt
+  local bin=$2 raw=$3 out="$WORK/out/$1" dir src tgt
   mkdir -p "$out"
   for dir in de-en en-de; do
     src=${dir%-*}; tgt=${dir#*-}

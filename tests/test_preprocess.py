@@ -148,8 +148,16 @@ def test_sample_corpus_shipped():
         assert n_lines(ENDE / name) == lines
     for name, lines in [("mono.ro", 3000), ("train.en-ro.ro", 2000), ("valid.en-ro.en", 200), ("test.en-ro.ro", 300)]:
         assert n_lines(ENRO / name) == lines
+    docs = SAMPLE / "en-de-docs"  # the quickstart's larger draw: its held-out test shares no sentence with training
+    for name, lines in [("mono.en", 10000), ("mono.de", 10000), ("train.en-de.de", 20000), ("test.en-de.en", 500)]:
+        assert n_lines(docs / name) == lines
+    docs_train = set()
+    for p in list(docs.glob("train.*")) + list(docs.glob("mono.*")):
+        docs_train |= set(p.read_text(encoding="utf-8").splitlines())
+    for p in list(docs.glob("valid.*")) + list(docs.glob("test.*")):
+        assert not set(p.read_text(encoding="utf-8").splitlines()) & docs_train, p
     total = sum(p.stat().st_size for p in SAMPLE.rglob("*") if p.is_file())
-    assert total < 4 * 1024 * 1024
+    assert total < 11 * 1024 * 1024  # a few MB of text a recipe needs, no more
     train_like = set()
     for d in (ENDE, ENRO):
         for p in list(d.glob("train.*")) + list(d.glob("mono.*")):

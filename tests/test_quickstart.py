@@ -98,7 +98,7 @@ def test_quickstart_unsupervised_is_its_own_run(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "3/4 unsupervised MT (AE + back-translation on monolingual text only)" in proc.stdout
     log = (work / "logs" / "translate.log").read_text()
-    assert "bt_de-en-de_loss" in log and "mt_de-en_loss" not in log
+    assert "'mt_steps': ''" in log and "'bt_steps': 'en-de-en,de-en-de'" in log
     semi = _run(["--tiny", "--work-dir", str(work)])
     assert semi.returncode == 2 and "stage translate was completed with other options" in semi.stderr
 

@@ -94,7 +94,13 @@ def test_kill_and_resume_continues_the_same_curve(task, data_bin, pretrained, tm
             if key.endswith("_loss") or key == "loss":
                 # the issue's bound is 1 %; the runs are identical to the printed precision
                 assert float(value) == pytest.approx(float(expected[key]), rel=0.01), (update, key)
-        assert record == expected, (update, {k: (v, expected[k]) for k, v in record.items() if v != expected[k]})
+            elif key.endswith("ppl"):
+                # 2**loss printed to 0.01: more digits than the loss itself, where the two runs' float
+                # sums may differ in the last bits
+                assert float(value) == pytest.approx(float(expected[key]), rel=1e-4), (update, key)
+        exact = {k: v for k, v in record.items() if not k.endswith("ppl")}
+        differing = {k: (v, expected[k]) for k, v in exact.items() if v != expected[k]}
+        assert not differing, (update, differing)
     if task == "translation_lm":
         assert any("lambda_ae" in r for r in resumed.values())
 

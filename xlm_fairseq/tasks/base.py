@@ -11,6 +11,7 @@ from fairseq.data import Dictionary, data_utils, indexed_dataset
 from fairseq.dataclass import FairseqDataclass
 from fairseq.models import BaseFairseqModel
 from fairseq.tasks import FairseqTask
+from fairseq.tasks.online_backtranslation import PiecewiseLinearFn
 from omegaconf import II
 
 from preprocess.langs import parse_langs
@@ -23,6 +24,24 @@ from xlm_fairseq.errors import XLMUserError
 logger = logging.getLogger(__name__)
 
 MAX_DRAWS_PER_FAMILY = 5  # XLM's shuf_order(n=5): objectives drawn per family and iteration
+
+
+def lambda_schedule(value: str, option: str = "lambda") -> PiecewiseLinearFn:
+    """'1' -> constant 1; '0:1,100000:0.1,300000:0' -> piecewise linear through those points, constant
+    after the last (XLM's ``get_lambda_value``; fairseq's online_backtranslation schedule)."""
+    value = str(value).strip()
+    try:
+        schedule = PiecewiseLinearFn.from_string(value)
+    except ValueError:
+        raise XLMUserError(
+            f"--{option}: cannot parse '{value}' (a number, or updates:value pairs like 0:1,100000:0.1)"
+        ) from None
+    steps = [x for x, _ in schedule.pieces]
+    if steps[0] != 0 or steps != sorted(set(steps)):
+        raise XLMUserError(f"--{option}: schedule '{value}' must start at 0 and increase")
+    if min(y for _, y in schedule.pieces) < 0:
+        raise XLMUserError(f"--{option}: schedule '{value}' has a negative weight")
+    return schedule
 
 
 def load_dictionary(data: str) -> Dictionary:

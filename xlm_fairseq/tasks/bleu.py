@@ -2,12 +2,36 @@
 (fairseq's way): ``bleu_{pair}`` (sacrebleu on detokenised text) and ``bleu_tok_{pair}`` (unsmoothed,
 on Moses-tokenised text: what XLM's multi-bleu.perl reports, the paper's scale)."""
 
+import logging
 from typing import Dict, List
 
-from fairseq import metrics
+from fairseq import metrics, utils
+
+from preprocess.text import detokenize
+
+logger = logging.getLogger(__name__)
 
 BLEU_STATS = ["bleu_sys_len", "bleu_ref_len"] + [f"bleu_{c}_{i}" for c in ("counts", "totals") for i in range(4)]
 BLEU_SCORES = {"bleu": "", "bleu_tok": "tok_"}  # metric -> prefix of its statistics
+
+
+def batch_bleu_stats(key: str, hypos, targets, dictionary, pipeline, print_samples=False) -> Dict[str, int]:
+    """BLEU statistics of fairseq-generated ``hypos`` against the ``targets`` (padded token rows) of
+    objective ``key`` (its last language the target's): subwords joined by the data-bin's text
+    pipeline (fastBPE's ``@@`` without one), then Moses-detokenised for sacreBLEU."""
+    tgt = key.split("-")[-1]
+
+    def tokenized(tokens, unk):
+        pieces = dictionary.string(tokens.int().cpu(), unk_string=unk).split()
+        return pipeline.join(pieces) if pipeline is not None else " ".join(pieces).replace("@@ ", "")
+
+    hyps_tok = [tokenized(h[0]["tokens"], "UNKNOWNTOKENINHYP") for h in hypos]
+    refs_tok = [tokenized(utils.strip_pad(t, dictionary.pad()), "UNKNOWNTOKENINREF") for t in targets]
+    hyps, refs = [detokenize(h, tgt) for h in hyps_tok], [detokenize(r, tgt) for r in refs_tok]
+    if print_samples:
+        logger.info(f"{key} hypothesis: {hyps[0]}")
+        logger.info(f"{key} reference:  {refs[0]}")
+    return bleu_stats(key, hyps, refs, hyps_tok, refs_tok)
 
 
 def bleu_stats(key: str, hyps: List[str], refs: List[str], hyps_tok: List[str], refs_tok: List[str]) -> Dict[str, int]:

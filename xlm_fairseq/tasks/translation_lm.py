@@ -27,36 +27,16 @@ import torch
 from fairseq import metrics, utils
 from fairseq.data import LanguagePairDataset, PrependTokenDataset
 from fairseq.data.language_pair_dataset import collate as collate_pairs
-from fairseq.tasks.online_backtranslation import PiecewiseLinearFn
 
 from preprocess.langs import parse_steps
-from preprocess.text import detokenize
 from xlm_fairseq.data import ObjectiveZipDataset
 from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, add_langs, cut_to_positions
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks import register_task_replacing
-from xlm_fairseq.tasks.base import MAX_DRAWS_PER_FAMILY, XLMTask, XLMTaskConfig, bare_model
-from xlm_fairseq.tasks.bleu import bleu_stats, reduce_bleu
+from xlm_fairseq.tasks.base import MAX_DRAWS_PER_FAMILY, XLMTask, XLMTaskConfig, bare_model, lambda_schedule
+from xlm_fairseq.tasks.bleu import batch_bleu_stats, reduce_bleu
 
 logger = logging.getLogger(__name__)
-
-
-def lambda_schedule(value: str, option: str = "lambda") -> PiecewiseLinearFn:
-    """'1' -> constant 1; '0:1,100000:0.1,300000:0' -> piecewise linear through those points, constant
-    after the last (XLM's ``get_lambda_value``; fairseq's online_backtranslation schedule)."""
-    value = str(value).strip()
-    try:
-        schedule = PiecewiseLinearFn.from_string(value)
-    except ValueError:
-        raise XLMUserError(
-            f"--{option}: cannot parse '{value}' (a number, or updates:value pairs like 0:1,100000:0.1)"
-        ) from None
-    steps = [x for x, _ in schedule.pieces]
-    if steps[0] != 0 or steps != sorted(set(steps)):
-        raise XLMUserError(f"--{option}: schedule '{value}' must start at 0 and increase")
-    if min(y for _, y in schedule.pieces) < 0:
-        raise XLMUserError(f"--{option}: schedule '{value}' has a negative weight")
-    return schedule
 
 
 @dataclass
@@ -404,22 +384,9 @@ class TranslationLMTask(XLMTask):
                 [raw], Namespace(beam=1, max_len_a=1.5, max_len_b=8, min_len=0)
             )
         hypos = self._valid_generator.generate([raw], batch)
-        tgt = key.split("-")[-1]
-        pipeline = self.text_pipeline()
-
-        def tokenized(tokens, unk):
-            pieces = self.dictionary.string(tokens.int().cpu(), unk_string=unk).split()
-            # a data-bin without text_pipeline.json (not made by preprocess/): fastBPE's join
-            return pipeline.join(pieces) if pipeline is not None else " ".join(pieces).replace("@@ ", "")
-
-        hyps_tok = [tokenized(h[0]["tokens"], "UNKNOWNTOKENINHYP") for h in hypos]
-        refs_tok = [tokenized(utils.strip_pad(t, self.dictionary.pad()), "UNKNOWNTOKENINREF") for t in batch["target"]]
-        hyps = [detokenize(h, tgt) for h in hyps_tok]
-        refs = [detokenize(r, tgt) for r in refs_tok]
-        if self.cfg.eval_bleu_print_samples:
-            logger.info(f"{key} hypothesis: {hyps[0]}")
-            logger.info(f"{key} reference:  {refs[0]}")
-        return bleu_stats(key, hyps, refs, hyps_tok, refs_tok)
+        return batch_bleu_stats(
+            key, hypos, batch["target"], self.dictionary, self.text_pipeline(), self.cfg.eval_bleu_print_samples
+        )
 
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
