@@ -190,11 +190,7 @@ class Sweep(Driver):
         save.mkdir(parents=True, exist_ok=True)
         entry = results.setdefault("pretrain", {}).setdefault(name, {"config": p, "budgets": {}})
         measure = Measure(self, data, LANGS, tokens_per_sample=p["stream"])
-        for budget in budgets:
-            key = f"{budget:g}"
-            if key in entry["budgets"]:
-                continue
-            kept = save / f"budget_{key}.pt"
+        for budget, key, kept in self.pending(entry, save, budgets):
             if not kept.exists():
                 updates = max(1, round(self.calibrate(name, results) * 60 * budget))
                 self.log(f"pretrain {name}: to {budget:g} min = {updates} updates")
@@ -212,6 +208,14 @@ class Sweep(Driver):
             kept = save / f"budget_{budgets[0]:g}.pt"
             entry["probe_random"] = measure.probe(kept, self.bli, random_probe, save / "probe_random.log", True)
             write_json(self.results_path, results, indent=1)
+
+    @staticmethod
+    def pending(entry, save, budgets):
+        """(budget, its key, the checkpoint kept at it) for each budget of a run not scored yet."""
+        for budget in budgets:
+            key = f"{budget:g}"
+            if key not in entry["budgets"]:
+                yield budget, key, save / f"budget_{key}.pt"
 
     @staticmethod
     def params(checkpoint) -> dict:
@@ -254,11 +258,7 @@ class Sweep(Driver):
             init = ["--pretrained-xlm-checkpoint", self.work / "pretrain" / lm_name / f"budget_{lm_budget}.pt"]
             if not init[1].exists():
                 sys.exit(f"scale: error: {name} starts from {init[1]}: run the pretraining run {lm_name} first")
-        for budget in budgets:
-            key = f"{budget:g}"
-            if key in entry["budgets"]:
-                continue
-            kept = save / f"budget_{key}.pt"
+        for budget, key, kept in self.pending(entry, save, budgets):
             if not kept.exists():
                 self.log(f"translate {name}: to {budget:g} min")
                 cmd = [BIN / "fairseq-train", data, "--task", "translation_lm", "--langs", ",".join(LANGS), *steps,
