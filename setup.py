@@ -14,7 +14,7 @@ setup(
         "fairseq-fixed==0.12.3.1; python_version >= '3.11'",
         "fairseq==0.12.2; python_version < '3.11'",
         # bounded: an open range would let pip fetch a multi-GB CUDA build (scripts/setup.sh pins 2.13.0 CPU)
-        "torch>=1.13,<2.15",
+        "torch>=2.1,<2.15",  # F.scaled_dot_product_attention with boolean masks on the fused kernels
         "sentencepiece",
         "sacremoses",
         "sacrebleu>=2.0",

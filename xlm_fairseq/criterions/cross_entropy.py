@@ -36,8 +36,8 @@ class XLMCrossEntropyCriterion(FairseqCriterion):
     """Cross-entropy over the predicted positions of one objective's batch (LM objectives: the
     masked / next positions; translation objectives: every non-pad target token).
 
-    Returns the *mean* token loss with sample size 1, so each objective of an update weighs the
-    same whatever its batch holds (XLM takes one optimiser step per objective)."""
+    Returns fairseq's summed loss with the number of predicted tokens as sample size; the tasks'
+    ``run_objectives`` weighs the objectives of an update the same (XLM's mean loss per objective)."""
 
     def forward(self, model, sample, key="lm", reduce=True):
         logits, _ = model(**sample["net_input"])
@@ -54,9 +54,9 @@ class XLMCrossEntropyCriterion(FairseqCriterion):
             f"{key}:correct": (logits.argmax(-1).eq(target) & real).sum(),
             "ntokens": sample.get("ntokens", n),  # fairseq's wps/wpb: input tokens (LM), target tokens (MT)
             "nsentences": sample["nsentences"],
-            "sample_size": 1,
+            "sample_size": n,
         }
-        return loss_sum / n.clamp(min=1), 1, log
+        return loss_sum, n, log
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:

@@ -1,5 +1,6 @@
 """What the XLM tasks share: one dictionary, a language list, their own criterion, objective loops."""
 
+import contextlib
 import json
 import logging
 import os
@@ -7,9 +8,11 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
+import torch
 from fairseq.data import Dictionary, data_utils, indexed_dataset
 from fairseq.dataclass import FairseqDataclass
 from fairseq.models import BaseFairseqModel
+from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import FairseqTask
 from fairseq.tasks.online_backtranslation import PiecewiseLinearFn
 from omegaconf import II
@@ -20,6 +23,7 @@ from preprocess.pipeline import PipelineSettings, TextPipeline, load_pipeline, r
 from xlm_fairseq.data.dictionary import dictionary_digest
 from xlm_fairseq.data.dictionary import load_dictionary as load_dictionary_file
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.precision import set_tf32
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +101,11 @@ class XLMDataConfig(FairseqDataclass):
         default="", metadata={"help": "start from this LM (our .pt, or a converter OUT_DIR)"}
     )
     seed: int = II("common.seed")
+    bf16: bool = II("common.bf16")
+    no_tf32: bool = field(
+        default=False,
+        metadata={"help": "fp32 matmuls in full fp32 under CUDA (default: TF32 tensor cores, as on Ampere and later)"},
+    )
 
 
 @dataclass
@@ -132,6 +141,7 @@ class XLMTask(FairseqTask):
 
     def __init__(self, cfg, dictionary: Optional[Dictionary]):
         super().__init__(cfg)
+        set_tf32(not getattr(cfg, "no_tf32", False))
         self._dictionary = dictionary
         self.set_langs(cfg.langs)
         # the data-bin's text pipeline, saved in every checkpoint (fairseq's task_state) and put
@@ -153,7 +163,9 @@ class XLMTask(FairseqTask):
                 f"{source}: not the dictionary the model was trained with ({len(self.dictionary)} types, other "
                 "symbols or order); give the data-bin it was trained on, or a model dir made by xlm_fairseq.export"
             )
-        return super().build_model(cfg, from_checkpoint)
+        model = super().build_model(cfg, from_checkpoint)
+        # fairseq-train casts the model for --bf16, fairseq-generate/-interactive only for --fp16
+        return model.to(torch.bfloat16) if getattr(self.cfg, "bf16", False) else model
 
     @property
     def mask_idx(self) -> int:
@@ -293,23 +305,47 @@ class XLMTask(FairseqTask):
         self, sample, model, criterion, keys, weights=None, optimizer=None, ignore_grad=False, batch_fn=None
     ):
         """Loss of each objective ``key`` of ``sample`` (times its weight), back-propagated one by one
-        when training (so only one objective's graph is alive at a time)."""
+        when training (so only one objective's graph is alive at a time).
+
+        Objectives weigh the same whatever their batch holds (XLM's mean token loss per objective),
+        while what is back-propagated is a *summed* loss, fairseq's convention, which keeps fp16
+        gradients where fairseq's loss scaler expects them: each objective's mean loss times one
+        size S shared by the update (the first objective's predicted tokens), and S per objective
+        returned as the sample size that fairseq divides the gradient by. One objective: exactly
+        fairseq's summed loss over its tokens. Under ``--amp`` the forward passes (back-translation
+        included) run in autocast, as fairseq's own ``train_step`` does. Under PyTorch's DDP an
+        update all-reduces once, in the last objective's backward pass."""
         total_loss, total_size, logs = 0.0, 0, {}
-        for key in keys:
-            batch = sample.get(key)
-            if not batch:
-                continue
-            if batch_fn is not None:
-                batch = batch_fn(key, batch)
-            loss, sample_size, log = criterion(model, batch, key=key)
-            if weights is not None:
-                loss = loss * weights[key]
-            if optimizer is not None:
-                if ignore_grad:
-                    loss = loss * 0
-                optimizer.backward(loss)
+        common_size = None
+        amp = isinstance(optimizer, AMPOptimizer)
+        device = next(model.parameters()).device.type
+        keys = [key for key in keys if sample.get(key)]
+        for i, key in enumerate(keys):
+            # PyTorch's DDP all-reduces in the backward pass of a forward run outside no_sync: the
+            # gradients of all but the last objective accumulate locally, one all-reduce per update
+            last = i == len(keys) - 1
+            sync = (
+                contextlib.nullcontext()
+                if last or optimizer is None or not hasattr(model, "no_sync")
+                else model.no_sync()
+            )
+            with sync:
+                batch = sample[key]
+                with torch.autocast(device_type=device, enabled=amp):
+                    if batch_fn is not None:
+                        batch = batch_fn(key, batch)
+                    loss, ntokens, log = criterion(model, batch, key=key)
+                ntokens = ntokens.clamp(min=1)
+                common_size = ntokens if common_size is None else common_size
+                loss = loss * (common_size / ntokens)
+                if weights is not None:
+                    loss = loss * weights[key]
+                if optimizer is not None:
+                    if ignore_grad:
+                        loss = loss * 0
+                    optimizer.backward(loss)
             total_loss += loss.detach()
-            total_size += sample_size
+            total_size += common_size
             for k, v in log.items():
                 logs[k] = logs.get(k, 0) + v
         return total_loss, total_size, logs

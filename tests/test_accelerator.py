@@ -1,0 +1,213 @@
+"""The paths GPU users take first, checked on CPU: --bf16 and --memory-efficient-fp16 train every
+task and --bf16 generates; --amp autocasts the objectives; fp16 gradients sit in the range of
+fairseq's loss scaler; TF32 is on unless --no-tf32; on an accelerator (the meta device here) no
+forward and no decoding step waits for the device."""
+
+import math
+
+import pytest
+import torch
+from conftest import PRETRAIN_ARGS, UNMT_ARGS, fairseq, generate_lines, json_logs, setup_task
+from fairseq.trainer import Trainer
+from test_classification import CLASSIFY_ARGS, xcls  # noqa: F401  (its fixture)
+from torch.utils._python_dispatch import TorchDispatchMode
+
+FP16_MIN_NORMAL = 2.0**-14
+
+TASK_RUNS = {
+    "cross_lingual_lm": [*PRETRAIN_ARGS, "--langs", "en,de,ro", "--mlm-steps", "en,de,en-de"],
+    "translation_lm": [*UNMT_ARGS, "--langs", "en,de", "--ae-steps", "en", "--bt-steps", "de-en-de"]
+    + ["--mt-steps", "en-de", "--disable-validation"],
+}
+
+
+@pytest.mark.parametrize("precision", ["--bf16", "--memory-efficient-fp16"])
+@pytest.mark.parametrize("task", [*TASK_RUNS, "xlm_classification"])
+def test_every_task_trains_in_half_precision(task, precision, data_bin, pretrained, tmp_path, request):
+    """--bf16 used to stop at start-up: fairseq's parser makes it imply --tpu, then asks torch_xla
+    for a device."""
+    if task == "xlm_classification":
+        xcls = request.getfixturevalue("xcls")
+        args = [xcls, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--disable-validation"]
+    else:
+        args = [data_bin, *TASK_RUNS[task]]
+    proc = fairseq("train", *args, precision, "--max-update", "3", "--log-interval", "1", "--save-dir", tmp_path)
+    records = json_logs(proc.stdout + proc.stderr, "train_inner")
+    assert len(records) == 3
+    assert all(math.isfinite(float(r["loss"])) for r in records)
+    if precision == "--bf16":
+        assert "--bf16 without torch_xla: bfloat16 on CPU, not a TPU" in proc.stdout + proc.stderr
+        state = torch.load(tmp_path / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+        assert not state["cfg"]["common"]["tpu"]
+
+
+def test_generate_computes_in_bf16(unmt, data_bin):
+    """fairseq-generate casts models for --fp16 only; --bf16 ran in fp32 before."""
+    ckpt = unmt[0] / "checkpoint_last.pt"
+    scores = {}
+    for precision in ([], ["--bf16"]):
+        lines, out = generate_lines(data_bin, ckpt, "en", "de", "--beam", "1", "--max-sentences", "8", *precision)
+        assert len(lines["H"]) == 60
+        scores[bool(precision)] = [line.split("\t")[1] for line in out.splitlines() if line.startswith("H-")]
+    assert scores[True] != scores[False]  # the same model, other arithmetic
+
+
+def trainer_and_batch(data_bin, *precision):
+    """fairseq's Trainer over translation_lm (MT and AE steps, the summed loop), and one training
+    batch. The tests call the task's train_step with the trainer's model, criterion and optimizer:
+    fairseq's handler of an fp16 overflow (the scaler's normal start) calls .cuda()."""
+    args = ["--langs", "en,de", "--mt-steps", "en-de", "--ae-steps", "de", "--cpu", "--max-tokens", "4000"]
+    task, cfg = setup_task(data_bin, "translation_lm", *args, "--optimizer", "adam", "--lr", "0.0001", *precision)
+    task.load_dataset("train")
+    model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)
+    trainer = Trainer(cfg, task, model, criterion)
+    itr = task.get_batch_iterator(task.dataset("train"), max_tokens=4000, seed=1, max_positions=(512, 512))
+    batch = next(iter(itr.next_epoch_itr(shuffle=True)))
+    return trainer, model, batch
+
+
+def test_fp16_gradients_are_in_the_loss_scalers_range(data_bin):
+    """At fairseq's default loss scale (128), a mean token loss made ~all logit gradients fp16
+    subnormals (their size is p/ntokens); summed losses (fairseq's convention) keep them normal."""
+    trainer, model, batch = trainer_and_batch(data_bin, "--memory-efficient-fp16")
+    assert trainer.optimizer.scaler.loss_scale == 128
+    grads = []
+    def keep_logit_grads(module, inputs, output):
+        output[0].register_hook(grads.append)
+
+    model.register_forward_hook(keep_logit_grads)
+    trainer.task.train_step(batch, trainer.model, trainer.criterion, trainer.optimizer, 0)
+    assert len(grads) == 2
+    nonzero = torch.cat([g.flatten() for g in grads])
+    assert nonzero.dtype == torch.float16
+    nonzero = nonzero[nonzero != 0].float().abs()
+    subnormal = (nonzero < FP16_MIN_NORMAL).float().mean().item()
+    assert subnormal < 0.01, f"{subnormal:.1%} of the logit gradients are fp16 subnormals"
+
+
+def test_amp_autocasts_every_objective(data_bin):
+    """fairseq's train_step autocasts under --amp; the tasks' own objective loop did not."""
+    trainer, model, batch = trainer_and_batch(data_bin, "--amp")
+    seen = []
+    model.register_forward_pre_hook(lambda m, i: seen.append(torch.is_autocast_cpu_enabled()))
+    trainer.task.train_step(batch, trainer.model, trainer.criterion, trainer.optimizer, 0)
+    assert len(seen) == 2 and all(seen)
+
+
+def test_tf32_unless_asked_not_to(data_bin):
+    try:
+        setup_task(data_bin, "cross_lingual_lm", "--langs", "en,de")
+        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
+        setup_task(data_bin, "cross_lingual_lm", "--langs", "en,de", "--no-tf32")
+        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+
+
+READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.is_nonzero.default, torch.ops.aten.item.default)
+
+
+class HostSyncs(TorchDispatchMode):
+    """Counts reads of a device tensor's value into Python (``bool(t)``, ``int(t)``, ``.item()``):
+    on the meta device they have no value, so each returns False; ``nonzero`` or ``tolist`` (syncs
+    too) raise there."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in READS:
+            self.count += 1
+            return False
+        return func(*args, **(kwargs or {}))
+
+
+def test_no_host_sync_per_forward_or_decoding_step():
+    """On an accelerator the forward never waits for the device; greedy decoding asks once per
+    GREEDY_SYNC_EVERY steps whether every sentence has finished."""
+    from test_model import _stack
+
+    from xlm_fairseq.models.xlm import GREEDY_SYNC_EVERY
+
+    encoder, decoder = _stack().eval().to("meta"), _stack(is_decoder=True).eval().to("meta")
+    tokens = torch.randint(4, 50, (6, 12)).to("meta")
+    langs = torch.zeros(6, dtype=torch.long, device="meta")
+    with HostSyncs() as syncs:
+        enc = encoder(tokens, langs=langs)
+        positions = torch.arange(12)[None].expand(6, 12).to("meta")  # given positions (TLM's restart)
+        decoder(tokens, langs=langs, positions=positions, causal=True, src_enc=enc, src_padding_mask=tokens.eq(1))
+    assert syncs.count == 0
+    max_len = 40
+    with HostSyncs() as syncs, torch.no_grad():
+        out, lengths = decoder.generate_greedy(enc, tokens.eq(1), langs, max_len, eos=2)
+    assert out.shape == (6, max_len + 1) and out.device.type == "meta"
+    assert syncs.count == max_len // GREEDY_SYNC_EVERY
+
+
+def test_summed_loop_all_reduces_once_per_update(data_bin, tmp_path):
+    """PyTorch's DDP all-reduces in every backward pass; the objectives of an update used to cost one
+    all-reduce each (counted with a communication hook, one process over gloo)."""
+    import torch.distributed as dist
+    from fairseq import optim
+    from torch.nn.parallel import DistributedDataParallel
+
+    args = ["--langs", "en,de", "--mt-steps", "en-de", "--ae-steps", "de,en", "--cpu", "--max-tokens", "1000"]
+    task, cfg = setup_task(data_bin, "translation_lm", *args, "--optimizer", "adam", "--lr", "0.0001")
+    task.load_dataset("train")
+    itr = task.get_batch_iterator(task.dataset("train"), max_tokens=1000, seed=1, max_positions=(512, 512))
+    sample = next(iter(itr.next_epoch_itr(shuffle=True)))
+    keys = ["mt_en-de", "ae_de", "ae_en"]
+    assert all(sample.get(k) for k in keys)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        model = DistributedDataParallel(task.build_model(cfg.model), find_unused_parameters=True)
+        criterion = task.build_criterion(cfg.criterion)
+        optimizer = optim.build_optimizer(cfg.optimizer, list(model.parameters()))
+        calls = []
+
+        def count(state, bucket):  # stands for the all-reduce: one process has nothing to add
+            calls.append(bucket.index())
+            done = torch.futures.Future()
+            done.set_result(bucket.buffer())
+            return done
+
+        model.register_comm_hook(None, count)
+        task.run_objectives(sample, model, criterion, keys[:1], optimizer=optimizer)
+        one = len(calls)
+        calls.clear()
+        task.run_objectives(sample, model, criterion, keys, optimizer=optimizer)
+        assert one > 0 and len(calls) == one
+    finally:
+        dist.destroy_process_group()
+
+
+def test_classification_counts_without_host_sync():
+    """Rows and hits per language, on the meta device: no read of a tensor into Python."""
+    from xlm_fairseq.criterions.classification import XLMSentenceClassificationCriterion
+
+    class Task:
+        langs = ["en", "de", "fr"]
+        target_dictionary = None
+
+    class Scores(torch.nn.Module):
+        def forward(self, src_tokens, src_langs):
+            return torch.zeros(src_tokens.size(0), 9, device=src_tokens.device), None
+
+    criterion = XLMSentenceClassificationCriterion(Task())
+    sample = {
+        "net_input": {"src_tokens": torch.ones(5, 7, dtype=torch.long), "src_langs": torch.tensor([0, 2, 2, 0, 2])},
+        "target": torch.tensor([1, 0, 3, 1, 1]),
+        "ntokens": 35,
+    }
+    _, _, log = criterion(Scores(), sample)
+    assert [int(log[f"{lang}:rows"]) for lang in Task.langs] == [2, 0, 3]
+    assert [int(log[f"{lang}:correct"]) for lang in Task.langs] == [0, 0, 1]  # class 0 everywhere
+    meta = {
+        "net_input": {k: v.to("meta") for k, v in sample["net_input"].items()},
+        "target": sample["target"].to("meta"),
+        "ntokens": 35,
+    }
+    with HostSyncs() as syncs:
+        criterion(Scores(), meta)
+    assert syncs.count == 0

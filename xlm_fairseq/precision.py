@@ -1,0 +1,46 @@
+"""Number formats on accelerators: ``--bf16`` without a TPU, and TF32 matmuls under CUDA.
+
+fairseq's option parser turns ``--bf16`` into ``--tpu`` (TPUs were the only bf16 hardware when it
+was written): ``fairseq-train --bf16`` on a GPU or CPU then asks torch_xla for a device and fails.
+Where torch_xla is not installed there is no TPU to mean, so the implied ``--tpu`` is taken back
+before fairseq sets up devices and workers; with torch_xla installed fairseq's behaviour stays.
+"""
+
+import importlib.util
+import logging
+
+import torch
+from fairseq.distributed import utils as distributed_utils
+
+logger = logging.getLogger(__name__)
+
+_original_call_main = distributed_utils.call_main
+
+
+def has_torch_xla() -> bool:
+    return importlib.util.find_spec("torch_xla") is not None
+
+
+def bf16_without_tpu(cfg) -> None:
+    """``--bf16`` on a GPU or CPU: undo the ``--tpu`` that fairseq's parser implied."""
+    common = cfg.common
+    if getattr(common, "bf16", False) and getattr(common, "tpu", False) and not has_torch_xla():
+        common.tpu = False
+        logger.info("--bf16 without torch_xla: bfloat16 on %s, not a TPU", "CPU" if common.cpu else "the GPU")
+
+
+def call_main(cfg, main, **kwargs):
+    bf16_without_tpu(cfg)
+    return _original_call_main(cfg, main, **kwargs)
+
+
+def install() -> None:
+    """fairseq-train / -interactive / -validate / -eval-lm reach their main through ``call_main``."""
+    distributed_utils.call_main = call_main
+
+
+def set_tf32(enabled: bool) -> None:
+    """TF32 tensor cores for fp32 matmuls and convolutions under CUDA (Ampere and later: several
+    times faster than full fp32, at ~10 bits of mantissa in the products); no effect on CPU."""
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
