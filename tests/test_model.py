@@ -187,7 +187,8 @@ def test_cpu_dropout_keeps_expectation_and_routes_gradient():
     "eos_bias,min_len,lengths_seen",
     [(1.6, 1, {19}), (3.0, 1, {3, 5}), (4.0, 1, {2}), (4.0, 0, {1}), (-0.2, 0, {1, 19})],
 )
-def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, min_len, lengths_seen):
+@pytest.mark.parametrize("shrink", [True, False])  # CPU's path, and an accelerator's (the batch keeps its shape)
+def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, min_len, lengths_seen, shrink):
     """Back-translation's own greedy loop (preallocated cache, finished sentences dropped) gives the
     words of fairseq's SequenceGenerator at beam 1 for a whole batch, also where sentences end at
     different steps, where the length limit forces </s> and where </s> comes first (XLM's empty
@@ -219,14 +220,17 @@ def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, min_len
         [model], {"net_input": net_input}
     )
     encoder_out = model.encoder(src, src_langs=net_input["src_langs"])
-    ours = model.decoder.transformer.generate_greedy(
+    tokens, lengths = model.decoder.transformer.generate_greedy(
         encoder_out["encoder_out"][0],
         encoder_out["encoder_padding_mask"][0],
         net_input["tgt_langs"],
         int(1.3 * 10 + 5),
         d.eos(),
         min_len=min_len,
+        shrink=shrink,
     )
+    assert all(row[n:].eq(d.pad()).all() for row, n in zip(tokens, lengths.tolist()))
+    ours = [t[:n] for t, n in zip(tokens, lengths.tolist())]
     assert [t.tolist() for t in ours] == [h[0]["tokens"].tolist() for h in hypos]
     assert {len(t) for t in ours} == lengths_seen  # 19: the limit, 18 words + </s>; 1: an empty sentence
 

@@ -32,8 +32,9 @@ class XLMSentenceClassificationCriterion(FairseqCriterion):
         langs = sample["net_input"]["src_langs"]
         n = target.numel()
         log = {"loss": loss.detach(), "ntokens": sample["ntokens"], "nsentences": n, "sample_size": n}
-        rows = torch.bincount(langs, minlength=len(self.langs))
-        hits = torch.bincount(langs, weights=correct.to(torch.float64), minlength=len(self.langs))
+        # counted per language by scatter: bincount's output size needs max(langs) on the host
+        rows = langs.new_zeros(len(self.langs)).scatter_add_(0, langs, torch.ones_like(langs))
+        hits = langs.new_zeros(len(self.langs)).scatter_add_(0, langs, correct.long())
         for i, lang in enumerate(self.langs):
             log[f"{lang}:rows"], log[f"{lang}:correct"] = rows[i], hits[i]
         return loss, n, log

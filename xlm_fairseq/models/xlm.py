@@ -16,7 +16,7 @@ same layer classes, with encoder-decoder attention.
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 import torch.nn as nn
@@ -46,6 +46,7 @@ from xlm_fairseq.hub import (
 from xlm_fairseq.translation_hub import XLMTranslationHubInterface
 
 LAYER_NORM_EPS = 1e-12  # XLM's value; torch's default 1e-5 would change outputs of converted models
+GREEDY_SYNC_EVERY = 8  # decoding steps on an accelerator between two "all finished?" checks
 LM_PREFIX = "encoder.transformer."  # where the pretrained LM's parameters sit in a checkpoint's state dict
 
 
@@ -318,9 +319,14 @@ class XLMTransformer(nn.Module):
         Returns the last layer's hidden states, B x T x C (zero at padding)."""
         bs, slen = tokens.size()
         padding_mask = tokens.eq(self.pad_index)
+        # checked in Python, or on CPU, where reading a tensor costs nothing; on an accelerator a check
+        # of given positions (TLM, decoding) would wait for the device at every forward
+        on_cpu = tokens.device.type == "cpu"
         if positions is None:
+            if slen > self.max_positions:
+                raise ValueError(f"sequence of {slen} positions exceeds --max-positions {self.max_positions}")
             positions = torch.arange(slen, device=tokens.device)[None, :].expand(bs, slen)
-        if positions.max() >= self.max_positions:
+        elif on_cpu and positions.max() >= self.max_positions:
             raise ValueError(
                 f"sequence of {int(positions.max()) + 1} positions exceeds --max-positions {self.max_positions}"
             )
@@ -333,8 +339,9 @@ class XLMTransformer(nn.Module):
         x = dropout(x, self.dropout, self.training)
         keep = (~padding_mask).unsqueeze(-1).type_as(x)
         x = x * keep
-        # in incremental decoding the cache holds earlier steps, which are never padding
-        key_padding_mask = padding_mask if (cache is None and padding_mask.any()) else None
+        # in incremental decoding the cache holds earlier steps, which are never padding; on CPU a batch
+        # without padding drops the mask (torch's fused kernel), elsewhere it stays rather than sync
+        key_padding_mask = padding_mask if cache is None and not (on_cpu and not padding_mask.any()) else None
 
         for i in range(self.n_layers):
             attn = self.attentions[i](x, key_padding_mask, causal=causal, cache=cache, cache_key=f"self{i}")
@@ -348,25 +355,40 @@ class XLMTransformer(nn.Module):
 
     @torch.inference_mode()
     def generate_greedy(
-        self, src_enc: Tensor, src_padding_mask: Tensor, tgt_langs: Tensor, max_len: int, eos: int, min_len: int = 0
-    ) -> List[Tensor]:
+        self,
+        src_enc: Tensor,
+        src_padding_mask: Tensor,
+        tgt_langs: Tensor,
+        max_len: int,
+        eos: int,
+        min_len: int = 0,
+        shrink: Optional[bool] = None,
+    ) -> Tuple[Tensor, Tensor]:
         """XLM's ``generate``: greedy decoding from the encoder output, for back-translation.
 
         At most ``max_len`` words, then ``</s>``; ``</s>`` may come first (an empty sentence, as in
         XLM) unless ``min_len`` is 1; ``<pad>`` is never chosen (here it would be hidden as padding).
         Token for token what fairseq's SequenceGenerator gives at beam 1 with the same ``--min-len``
-        and a length limit of ``max_len``. Keys/values live in buffers allocated once; finished
-        sentences leave the batch. Returns each sentence's words followed by ``</s>``, in batch order."""
+        and a length limit of ``max_len``. Keys/values live in buffers allocated once. On CPU finished
+        sentences leave the batch; on an accelerator the batch keeps its shape and is asked whether
+        all have finished every ``GREEDY_SYNC_EVERY`` steps only, so that steps do not wait for the
+        device (``shrink`` chooses otherwise). Returns (B x (max_len + 1) tokens: each sentence's
+        words, ``</s>``, then ``<pad>``; B lengths, ``</s>`` included)."""
         bs = src_enc.size(0)
         device = src_enc.device
+        shrink = device.type == "cpu" if shrink is None else shrink
         out = torch.full((bs, max_len + 1), self.pad_index, dtype=torch.long, device=device)
         lengths = torch.full((bs,), max_len + 1, dtype=torch.long, device=device)
+        finished = torch.zeros(bs, dtype=torch.bool, device=device)
         alive = torch.arange(bs, device=device)
         cache: Dict = {"step": 0, "capacity": max_len}
         word = torch.full((bs, 1), eos, dtype=torch.long, device=device)
         for step in range(max_len + 1):
             if step == max_len:
-                out[alive, step] = eos
+                if shrink:
+                    out[alive, step] = eos
+                else:
+                    out[:, step] = out[:, step].fill_(eos).masked_fill(finished, self.pad_index)
                 break
             x = self.forward(
                 word,
@@ -382,8 +404,18 @@ class XLMTransformer(nn.Module):
             if step < min_len:
                 scores[:, eos] = -math.inf
             word = scores.argmax(-1)
-            out[alive, step] = word
             cache["step"] = step + 1
+            if not shrink:
+                word = word.masked_fill(finished, self.pad_index)
+                out[:, step] = word
+                ended = word.eq(eos)
+                lengths = lengths.masked_fill(ended, step + 1)
+                finished = finished | ended
+                if (step + 1) % GREEDY_SYNC_EVERY == 0 and finished.all():
+                    break
+                word = word[:, None]
+                continue
+            out[alive, step] = word
             done = word.eq(eos)
             if done.any():
                 lengths[alive[done]] = step + 1
@@ -396,7 +428,7 @@ class XLMTransformer(nn.Module):
                     if isinstance(value, Tensor):
                         cache[key] = value[keep]
             word = word[:, None]
-        return [out[i, :n] for i, n in enumerate(lengths.tolist())]
+        return out, lengths
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import torch
-from fairseq import metrics, utils
+from fairseq import metrics
 from fairseq.data import LanguagePairDataset, PrependTokenDataset
-from fairseq.data.language_pair_dataset import collate as collate_pairs
 
 from preprocess.langs import parse_steps
 from xlm_fairseq.data import ObjectiveZipDataset
@@ -283,7 +282,7 @@ class TranslationLMTask(XLMTask):
         with torch.inference_mode():
             encoder_out = model.encoder(src_tokens, src_langs=net_input["src_langs"])
             mid_langs = torch.full((src_tokens.size(0),), mid_lang_id, dtype=torch.long, device=src_tokens.device)
-            generated = model.decoder.transformer.generate_greedy(
+            tokens, lengths = model.decoder.transformer.generate_greedy(
                 encoder_out["encoder_out"][0],
                 encoder_out["encoder_padding_mask"][0],
                 mid_langs,
@@ -291,19 +290,22 @@ class TranslationLMTask(XLMTask):
                 self.dictionary.eos(),
             )
         model.train(was_training)
-        pad, eos = self.dictionary.pad(), self.dictionary.eos()
-        samples = [
-            {
-                "id": int(batch["id"][i]),
-                "source": torch.cat([torch.LongTensor([eos]), generated[i].cpu()]),
-                "target": utils.strip_pad(batch["target"][i], pad).cpu(),
-            }
-            for i in range(len(generated))
-        ]
-        new = collate_pairs(samples, pad, eos, left_pad_source=False, left_pad_target=False, input_feeding=True)
-        new = add_langs(new, mid_lang_id, src_lang_id)
-        device = batch["target"].device
-        return utils.move_to_cuda(new, device=device) if device.type == "cuda" else new
+        # the batch mid -> src, built where the model is: </s> + each translation as source (one read
+        # of the longest length per batch trims the padding), the original sentences as target
+        eos_column = tokens.new_full((tokens.size(0), 1), self.dictionary.eos())
+        source = torch.cat([eos_column, tokens[:, : int(lengths.max())]], dim=1)
+        new = {
+            "id": batch["id"],
+            "nsentences": batch["nsentences"],
+            "ntokens": batch["ntokens"],
+            "net_input": {
+                "src_tokens": source,
+                "src_lengths": lengths + 1,
+                "prev_output_tokens": net_input["prev_output_tokens"],
+            },
+            "target": batch["target"],
+        }
+        return add_langs(new, mid_lang_id, src_lang_id)
 
     # ---- objective schedule ----------------------------------------------------------------
 
