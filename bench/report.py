@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def versions():
+def versions(device="cpu"):
     import fairseq
     import torch
 
@@ -28,6 +28,25 @@ def versions():
         "cores": os.cpu_count(),
         "commit": commit,
         "device": "cpu",
+        **(gpu_facts() if device == "cuda" else {}),
+    }
+
+
+def gpu_facts():
+    """The GPU, and the attention kernels torch's scaled_dot_product_attention may choose among."""
+    import torch
+
+    backends = torch.backends.cuda
+    return {
+        "device": torch.cuda.get_device_name(0),
+        "cuda": torch.version.cuda,
+        "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
+        "sdpa_backends": {
+            "flash": backends.flash_sdp_enabled(),
+            "memory_efficient": backends.mem_efficient_sdp_enabled(),
+            "math": backends.math_sdp_enabled(),
+        },
+        "tf32_matmul": backends.matmul.allow_tf32,
     }
 
 

@@ -1,6 +1,7 @@
 """Speed benchmark: xlm-fairseq against fairseq's own implementations, side by side in one run.
 
     python bench/run.py [--quick] [--work-dir DIR] [--out bench/results/latest.json]
+    python bench/run.py --device cuda --precision {fp32,fp16,bf16} [--quick]   # on one GPU
 
 On the same real data (the shipped en-de Debian sample, one joint 6k sentencepiece vocabulary) and
 matched model sizes (256 dims, 4 layers, 4 heads, FFN 1024), it measures:
@@ -21,6 +22,12 @@ Training throughput is read from fairseq's own ``train_inner`` logs (``wps``, ``
 one window per ``--log-interval``; the first window (warm-up) is dropped. A figure is the median of
 the windows of a run, and with ``--repeats`` > 1 the median over runs, which alternate ours / peer.
 Generation throughput is fairseq-generate's own "sentences/s" line (model loading excluded).
+
+On a GPU (``--device cuda``) both sides run with the same ``--fp16`` / ``--bf16`` (or fp32: TF32
+matmuls, as the plugin enables under CUDA); the reference matmul runs in that precision, and the
+result records the GPU and the attention kernels torch may choose. fairseq's parser turns ``--bf16``
+into ``--tpu``, which only the plugin takes back, so under bf16 the peers run with ``--user-dir``
+too (it changes nothing else for their tasks).
 """
 
 import argparse
@@ -49,7 +56,7 @@ GEN_LEN = 40  # every generated hypothesis has exactly this many tokens
 GEN_BATCH = 64
 
 TRAIN_COMMON = [
-    "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json", "--disable-validation",
+    "--num-workers", "0", "--seed", "1", "--log-format", "json", "--disable-validation",
     "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "1e-4", "--lr-scheduler", "inverse_sqrt",
     "--warmup-updates", "100", "--dropout", "0.1", "--attention-dropout", "0.1",
 ]
@@ -207,18 +214,34 @@ def measure_generation(name, cmd, work, runs, env=None):
     print(f"  {name:<28} {n / secs:9.2f} sent/s  ({n} sentences, {secs:.1f} s)", flush=True)
 
 
-def matmul_flops(repeats=5, calls=20):
-    """fp32 FLOP/s of the benchmark's reference matmul, (4096x256) @ (256x1024), median of repeats."""
+PRECISION_FLAGS = {"fp32": [], "fp16": ["--fp16"], "bf16": ["--bf16"]}
+
+
+def device_flags(device: str, precision: str):
+    """fairseq's options for the device and number format of every command of the run."""
+    return (["--cpu"] if device == "cpu" else []) + PRECISION_FLAGS[precision]
+
+
+def matmul_flops(device="cpu", precision="fp32", repeats=5, calls=20):
+    """FLOP/s of the benchmark's reference matmul, (4096x256) @ (256x1024), median of repeats, on the
+    device and in the precision of the run (fp32 under CUDA: TF32, as the plugin sets it)."""
     import torch
 
-    a, b = torch.randn(4096, 256), torch.randn(256, 1024)
+    dtype = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[precision]
+    torch.backends.cuda.matmul.allow_tf32 = True
+    a = torch.randn(4096, 256, device=device, dtype=dtype)
+    b = torch.randn(256, 1024, device=device, dtype=dtype)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for _ in range(5):
         a @ b
     rates = []
+    calls = calls if device == "cpu" else calls * 100
     for _ in range(repeats):
+        sync()
         start = time.perf_counter()
         for _ in range(calls):
             a @ b
+        sync()
         rates.append(2 * 4096 * 256 * 1024 * calls / (time.perf_counter() - start))
     return statistics.median(rates)
 
@@ -240,8 +263,19 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="one run per system, fewer updates (< 10 min on 2 cores)")
     p.add_argument("--repeats", type=int, default=None, help="training runs per system (default 1 quick, 3 full)")
     p.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench", help="data, checkpoints and logs")
-    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "latest.json")
+    p.add_argument("--out", type=Path, default=None, help="default: bench/results/latest.json; on a GPU gpu-PREC.json")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--precision", choices=list(PRECISION_FLAGS), default="fp32", help="--fp16 / --bf16 on both sides")
     args = p.parse_args(argv)
+    if args.out is None:
+        name = "latest.json" if args.device == "cpu" else f"gpu-{args.precision}.json"
+        args.out = ROOT / "bench" / "results" / name
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error("--device cuda: torch sees no GPU here")
+    flags = device_flags(args.device, args.precision)
     repeats = args.repeats or (1 if args.quick else 3)
     if repeats < 1:
         p.error("--repeats must be >= 1")
@@ -259,32 +293,36 @@ def main(argv=None):
     print(f"bench: work dir {work}", flush=True)
     paths = prepare_data(work)
 
-    peak = matmul_flops()
-    print(f"  reference matmul (4096x256 @ 256x1024, fp32): {peak / 1e9:.1f} GFLOP/s", flush=True)
+    peak = matmul_flops(args.device, args.precision)
+    print(f"  reference matmul (4096x256 @ 256x1024, {args.precision}): {peak / 1e9:.1f} GFLOP/s", flush=True)
     peak_at_start = peak
 
     user_dir = str(ROOT / "xlm_fairseq")
     train = [tool("fairseq-train")]
-    pt = ["--tokens-per-sample", str(BLOCK), "--batch-size", str(BLOCKS), *TRAIN_COMMON, "--no-save"]
+    common = [*TRAIN_COMMON, *flags]
+    # only the plugin takes back the --tpu that fairseq's parser derives from --bf16
+    peer_plugin = ["--user-dir", user_dir] if args.precision == "bf16" else []
+    pt = ["--tokens-per-sample", str(BLOCK), "--batch-size", str(BLOCKS), *common, "--no-save"]
     ours_lm = [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "cross_lingual_lm", "--langs", "de,en",
                "--clm-steps", "", *OURS_DIMS, *pt]
     pretrain = {
         # windows of about the same tokens: an update of ours trains 2 (MLM) or 3 (+TLM) objective batches
         "ours_mlm": ours_lm + ["--mlm-steps", "en,de", *steps(3)],
         "ours_mlm_tlm": ours_lm + ["--mlm-steps", "en,de,de-en", *steps(2)],
-        "peer_masked_lm": [*train, str(paths["masked_lm"]), "--task", "masked_lm", "--criterion", "masked_lm",
-                           "--arch", "roberta_base", *PEER_ENC_DIMS, "--max-positions", "512",
-                           "--sample-break-mode", "none", *pt, *steps(6)],
+        "peer_masked_lm": [*train, str(paths["masked_lm"]), *peer_plugin, "--task", "masked_lm",
+                           "--criterion", "masked_lm", "--arch", "roberta_base", *PEER_ENC_DIMS,
+                           "--max-positions", "512", "--sample-break-mode", "none", *pt, *steps(6)],
     }
     noise = ["--word-shuffle", "3", "--word-dropout", "0.1", "--word-blank", "0.1"]
-    un = [*TRAIN_COMMON, "--max-tokens", str(UNMT_MAX_TOKENS), *steps(3)]
+    un = [*common, "--max-tokens", str(UNMT_MAX_TOKENS), *steps(3)]
     ckpt = work / "checkpoints"
     unmt = {
         "ours_unmt": [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "translation_lm",
                       "--langs", "de,en", "--ae-steps", "en,de", "--bt-steps", "en-de-en,de-en-de", *noise, *OURS_DIMS,
                       "--max-sentence-len", "100", *un, "--save-dir", str(ckpt / "ours"), "--no-epoch-checkpoints"],
         "peer_online_backtranslation": [
-            *train, str(paths["online_backtranslation"]), "--task", "online_backtranslation", "--mono-langs", "de,en",
+            *train, str(paths["online_backtranslation"]), *peer_plugin, "--task", "online_backtranslation",
+            "--mono-langs", "de,en",
             "--valid-lang-pairs", "de-en", "--max-word-shuffle-distance", "3", "--word-dropout-prob", "0.1",
             "--word-blanking-prob", "0.1", "--criterion", "cross_entropy", *PEER_SEQ2SEQ,
             "--max-source-positions", "512", "--max-target-positions", "512", *un, "--no-save"],
@@ -302,11 +340,11 @@ def main(argv=None):
 
     # the peer for generation: a plain transformer, trained just long enough to have a checkpoint
     shutil.rmtree(ckpt / "peer", ignore_errors=True)
-    run_child([*train, str(paths["translation"]), "--task", "translation", "-s", "de", "-t", "en", *PEER_SEQ2SEQ,
-               *TRAIN_COMMON, "--max-tokens", str(UNMT_MAX_TOKENS), "--max-update", "2",
+    run_child([*train, str(paths["translation"]), *peer_plugin, "--task", "translation", "-s", "de", "-t", "en",
+               *PEER_SEQ2SEQ, *common, "--max-tokens", str(UNMT_MAX_TOKENS), "--max-update", "2",
                "--save-dir", str(ckpt / "peer"), "--no-epoch-checkpoints"],
               work / "logs" / "peer_translation_train.log")
-    gen = [tool("fairseq-generate"), "--cpu", "--batch-size", str(GEN_BATCH),
+    gen = [tool("fairseq-generate"), *flags, "--batch-size", str(GEN_BATCH),
            "--max-len-a", "0", "--max-len-b", str(GEN_LEN), "--min-len", str(GEN_LEN),
            "--gen-subset", gen_subset, "--quiet"]
     # fairseq's own checkpoints pickle argparse.Namespace, which torch >= 2.6 refuses by default; the
@@ -326,7 +364,7 @@ def main(argv=None):
             measure_generation(name, cmd, work, runs, env=None if name.startswith("ours") else peer_env)
 
     # the machine's matmul rate drifts (shared cores): measured again at the end, the higher counts
-    peak = max(peak, matmul_flops())
+    peak = max(peak, matmul_flops(args.device, args.precision))
     print(f"  reference matmul again: {peak / 1e9:.1f} GFLOP/s (at start {peak_at_start / 1e9:.1f})", flush=True)
     figures = {name: {key: statistics.median(r[key] for r in rs)
                       for key in rs[0] if isinstance(rs[0][key], (int, float))}
@@ -357,7 +395,9 @@ def main(argv=None):
         "dims": {"dim": DIM, "layers": LAYERS, "heads": HEADS, "ffn": FFN, "vocab": VOCAB, "block": BLOCK,
                  "blocks_per_batch": BLOCKS, "unmt_max_tokens": UNMT_MAX_TOKENS, "generate_len": GEN_LEN,
                  "generate_batch": GEN_BATCH},
-        "versions": versions(),
+        "device": args.device,
+        "precision": args.precision,
+        "versions": versions(args.device),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "seconds": round(time.time() - started, 1),
     }
