@@ -154,7 +154,7 @@ stage_translate() {
     "${OBJECTIVES[@]}" --word-shuffle 3 --word-dropout 0.1 --word-blank 0.1 \
     --pretrained-xlm-checkpoint "$WORK/checkpoints/pretrain/checkpoint_best.pt" \
     "${MODEL[@]}" --max-tokens 2000 --max-sentence-len 100 \
-    --optimizer adam --adam-betas '(0.9,0.98)' --lr 0.0005 --lr-scheduler inverse_sqrt --warmup-updates 500 \
+    --optimizer adam --adam-betas '(0.9,0.98)' --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates 500 \
     --max-update "$MT_UPDATES" --stop-time-hours "$MT_HOURS" --validate-interval-updates "$VALID_EVERY" \
     --save-interval-updates "$VALID_EVERY" --keep-interval-updates 1 --best-checkpoint-metric bleu_tok_de-en \
     --maximize-best-checkpoint-metric --save-dir "$WORK/checkpoints/translate"
