@@ -323,7 +323,7 @@ class Ablation(Driver):
 def main(argv=None):
     p = ArgumentParser(name="ablation", prog="recipes/ablation.sh", description=__doc__.split("\n\n")[0])
     p.add_argument("--budget", help="CPU time for all runs, e.g. 4h or 90m (default 2h; --quick 2.4m): each LM "
-                   f"{PRETRAIN_SHARE:.0%} of it, each MT run {MT_SHARE:.1%}")  # fmt: skip
+                   f"{PRETRAIN_SHARE:.0%} of it, each MT run {MT_SHARE:.1%}".replace("%", "%%"))  # fmt: skip
     p.add_argument("--test", metavar="PREFIX", help="score on PREFIX.de / PREFIX.en (raw, line-aligned) instead")
     p.add_argument("--quick", action="store_true", help="tiny data, model and budgets (a pipeline check, what CI runs)")
     p.add_argument("--pretrain-minutes", type=float, help="minutes of each pretraining run (instead of the share)")

@@ -2,10 +2,13 @@
 and no source file grows past ~400 lines except the model (XLM's transformer in one file)."""
 
 import ast
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("preprocess", "xlm_fairseq")
@@ -158,3 +161,14 @@ def test_no_source_file_over_400_lines_but_the_model():
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
     assert set(long) <= EXEMPT, long
+
+
+SCRIPTS = sorted(f"recipes/{p.name}" for p in (REPO / "recipes").glob("*.py")) + ["bench/run.py"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_python_recipe_prints_its_help(script):
+    """argparse formats help strings with %: a literal percentage in one crashed --help."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, REPO / script, "--help"], capture_output=True, text=True, cwd=REPO, env=env)
+    assert proc.returncode == 0 and "usage:" in proc.stdout, proc.stderr[-2000:]
