@@ -72,6 +72,7 @@ def test_fp16_gradients_are_in_the_loss_scalers_range(data_bin):
     trainer, model, batch = trainer_and_batch(data_bin, "--memory-efficient-fp16")
     assert trainer.optimizer.scaler.loss_scale == 128
     grads = []
+
     def keep_logit_grads(module, inputs, output):
         output[0].register_hook(grads.append)
 
