@@ -253,3 +253,45 @@ def test_a_rank_that_dies_stops_the_others(data_bin, tmp_path):
     finally:
         launcher.kill()
         launcher.stdout.close()
+
+
+FAILING_RANK_PLUGIN = '''
+"""Test-only plugin: translation_lm whose back-translation fails on rank 1 from update 3 on."""
+import torch.distributed as dist
+from fairseq.tasks import register_task
+
+import xlm_fairseq  # noqa: F401
+from xlm_fairseq.tasks.translation_lm import TranslationLMConfig, TranslationLMTask
+
+
+@register_task("translation_lm_failing_rank", dataclass=TranslationLMConfig)
+class FailingRank(TranslationLMTask):
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        self.update_num = update_num
+        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+
+    def back_translate(self, model, batch, src_lang_id, mid_lang_id):
+        if dist.get_rank() == 1 and self.update_num >= 3:
+            raise RuntimeError("injected failure")
+        return super().back_translate(model, batch, src_lang_id, mid_lang_id)
+'''
+
+
+def test_a_rank_that_fails_in_an_objective_stops_every_rank_with_the_reason(data_bin, pretrained, tmp_path):
+    """Back-translation fails on rank 1 only: rank 0 used to wait for it in the gradient all-reduce
+    (until the launcher stopped it, saying nothing); now both ranks learn of it at the objectives'
+    agreement and each says why it stops."""
+    plugin = tmp_path / "failing_rank_plugin"
+    plugin.mkdir()
+    (plugin / "__init__.py").write_text(FAILING_RANK_PLUGIN)
+    args = [a if a != ROOT / "xlm_fairseq" else plugin for a in UNMT_ARGS]
+    args = [a if a != "translation_lm" else "translation_lm_failing_rank" for a in args]
+    cmd = [sys.executable, "-m", "xlm_fairseq.distributed_cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
+           *args, *UNMT_STEPS, "--pretrained-xlm-checkpoint", pretrained, "--max-update", "20",
+           "--disable-validation", "--save-dir", tmp_path / "save"]  # fmt: skip
+    proc = run(cmd, ok=False, timeout=600)
+    assert proc.returncode != 0
+    # torch prefixes a rank's traceback lines with "[rankN]: "
+    reasons = [line for line in proc.stderr.splitlines() if "xlm_fairseq.tasks.base.RankFailure: " in line]
+    assert any("rank 1 failed in objective bt_" in r and "RuntimeError: injected failure" in r for r in reasons)
+    assert any("rank 1 stopped with an error (its log has it); every rank stops here" in r for r in reasons)

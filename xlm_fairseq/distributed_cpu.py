@@ -52,8 +52,13 @@ def rank_commands(command, nproc: int, port: int):
     return [[*command, *shared, "--distributed-rank", str(rank)] for rank in range(nproc)]
 
 
+STOP_GRACE_S = 10  # after a rank fails, what the others get to stop by themselves: the tasks tell
+# every rank of a failure at their next agreement, so each prints why it stops
+
+
 def run_ranks(commands) -> int:
-    """Start every rank; the first non-zero exit stops the others and is returned."""
+    """Start every rank; the first non-zero exit is returned, and stops the others that have not
+    exited within STOP_GRACE_S seconds."""
     procs = [subprocess.Popen(cmd) for cmd in commands]
 
     def stop(signum=signal.SIGTERM, frame=None):
@@ -67,6 +72,9 @@ def run_ranks(commands) -> int:
             codes = [p.poll() for p in procs]
             failed = [c for c in codes if c not in (None, 0)]
             if failed:
+                deadline = time.monotonic() + STOP_GRACE_S
+                while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+                    time.sleep(0.2)
                 stop()
                 for p in procs:
                     p.wait()

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from fairseq.data import Dictionary, data_utils, indexed_dataset
 from fairseq.dataclass import FairseqDataclass
+from fairseq.distributed import utils as distributed_utils
 from fairseq.models import BaseFairseqModel
 from fairseq.optim.amp_optimizer import AMPOptimizer
 from fairseq.tasks import FairseqTask
@@ -124,6 +125,30 @@ class XLMTaskConfig(XLMDataConfig):
             "default: one update = one step on the mean of all objectives"
         },
     )
+
+
+class RankFailure(RuntimeError):
+    """An objective failed on one data-parallel rank, raised on every rank so that none waits for it
+    in a collective. Out of memory anywhere reads "out of memory" everywhere: fairseq's trainer then
+    recovers from it on every rank alike."""
+
+
+def agree_on_failure(failure: Optional[Tuple[str, BaseException]], device) -> None:
+    """Every data-parallel rank learns whether any has failed (one all-reduce of two numbers)."""
+    rank = distributed_utils.get_data_parallel_rank()
+    oom = failure is not None and "out of memory" in str(failure[1])
+    flags = torch.tensor([0 if failure is None else rank + 1, int(oom)], device=device)
+    distributed_utils.all_reduce(flags, distributed_utils.get_data_parallel_group(), op="max")
+    failed, oom = (int(x) for x in flags.tolist())
+    if not failed:
+        return
+    what = "out of memory" if oom else "an error"
+    if failure is None:
+        raise RankFailure(f"rank {failed - 1} stopped with {what} (its log has it); every rank stops here")
+    key, error = failure
+    raise RankFailure(
+        f"rank {rank} failed in objective {key}: {type(error).__name__}: {error}; every rank stops here"
+    ) from error
 
 
 class XLMTask(FairseqTask):
@@ -314,38 +339,61 @@ class XLMTask(FairseqTask):
         returned as the sample size that fairseq divides the gradient by. One objective: exactly
         fairseq's summed loss over its tokens. Under ``--amp`` the forward passes (back-translation
         included) run in autocast, as fairseq's own ``train_step`` does. Under PyTorch's DDP an
-        update all-reduces once, in the last objective's backward pass."""
-        total_loss, total_size, logs = 0.0, 0, {}
-        common_size = None
+        update all-reduces once, in the last objective's backward pass. Data-parallel ranks agree
+        whether any objective failed before gradients are all-reduced, so a rank-local failure is a
+        ``RankFailure`` on every rank, never a hang."""
+        totals = {"loss": 0.0, "size": 0, "common_size": None, "logs": {}}
         amp = isinstance(optimizer, AMPOptimizer)
-        device = next(model.parameters()).device.type
-        keys = [key for key in keys if sample.get(key)]
-        for i, key in enumerate(keys):
-            # PyTorch's DDP all-reduces in the backward pass of a forward run outside no_sync: the
-            # gradients of all but the last objective accumulate locally, one all-reduce per update
-            last = i == len(keys) - 1
-            sync = (
-                contextlib.nullcontext()
-                if last or optimizer is None or not hasattr(model, "no_sync")
-                else model.no_sync()
-            )
-            with sync:
-                batch = sample[key]
-                with torch.autocast(device_type=device, enabled=amp):
-                    if batch_fn is not None:
-                        batch = batch_fn(key, batch)
-                    loss, ntokens, log = criterion(model, batch, key=key)
-                ntokens = ntokens.clamp(min=1)
-                common_size = ntokens if common_size is None else common_size
-                loss = loss * (common_size / ntokens)
-                if weights is not None:
-                    loss = loss * weights[key]
-                if optimizer is not None:
-                    if ignore_grad:
-                        loss = loss * 0
-                    optimizer.backward(loss)
-            total_loss += loss.detach()
-            total_size += common_size
+        device = next(model.parameters()).device
+        training = optimizer is not None
+        distributed = training and distributed_utils.get_data_parallel_world_size() > 1
+
+        def forward(key):
+            batch = sample[key]
+            with torch.autocast(device_type=device.type, enabled=amp):
+                if batch_fn is not None:
+                    batch = batch_fn(key, batch)
+                loss, ntokens, log = criterion(model, batch, key=key)
+            ntokens = ntokens.clamp(min=1)
+            common_size = totals["common_size"] = ntokens if totals["common_size"] is None else totals["common_size"]
+            loss = loss * (common_size / ntokens)
+            if weights is not None:
+                loss = loss * weights[key]
+            totals["loss"] += loss.detach()
+            totals["size"] += common_size
             for k, v in log.items():
-                logs[k] = logs.get(k, 0) + v
-        return total_loss, total_size, logs
+                totals["logs"][k] = totals["logs"].get(k, 0) + v
+            return loss
+
+        def backward(loss):
+            if training:
+                optimizer.backward(loss * 0 if ignore_grad else loss)
+
+        def attempt(work, key):  # under data parallelism a failure waits for the agreement
+            try:
+                return work(key), None
+            except Exception as e:
+                if not distributed:
+                    raise
+                return None, (key, e)
+
+        keys = [key for key in keys if sample.get(key)]
+        # PyTorch's DDP all-reduces in the backward pass of a forward run outside no_sync: the
+        # gradients of all but the last objective accumulate locally, one all-reduce per update,
+        # after the ranks agree. fairseq's legacy_ddp all-reduces after train_step: all runs first.
+        reduces_in_backward = training and hasattr(model, "no_sync")
+        failure, last_loss = None, None
+        with model.no_sync() if reduces_in_backward else contextlib.nullcontext():
+            for key in keys[:-1]:
+                _, failure = attempt(lambda k: backward(forward(k)), key)
+                if failure:
+                    break
+        if keys and not failure:
+            last_loss, failure = attempt(forward, keys[-1])
+            if not failure and not reduces_in_backward:
+                _, failure = attempt(lambda _: backward(last_loss), keys[-1])
+        if distributed:  # no rank enters a gradient all-reduce while another has failed
+            agree_on_failure(failure, device)
+        if last_loss is not None and reduces_in_backward:
+            backward(last_loss)
+        return totals["loss"], totals["size"], totals["logs"]
