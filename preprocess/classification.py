@@ -13,6 +13,7 @@ import os
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from preprocess.errors import UserError
+from preprocess.inputs import decode_utf8_line
 from preprocess.layout import classification_file
 
 COLUMNS = ("id", "label", "text")
@@ -52,13 +53,7 @@ def split_langs(directory: str, split: str) -> List[str]:
 def _lines(path: str) -> Iterator[Tuple[int, str]]:
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
-            raw = raw.rstrip(b"\n").rstrip(b"\r")
-            try:
-                yield lineno, raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise UserError(
-                    f"{path}:{lineno}: invalid UTF-8 (byte 0x{raw[e.start : e.start + 1].hex()} at byte {e.start + 1})"
-                ) from None
+            yield lineno, decode_utf8_line(raw.rstrip(b"\n").rstrip(b"\r"), path, lineno)
 
 
 def read_tsv(path: str, need_label: bool = True) -> ClassificationRows:

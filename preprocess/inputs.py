@@ -127,17 +127,21 @@ def scan_file(path: str, utf8_errors: str, where: str) -> int:
     return lines
 
 
+def decode_utf8_line(raw: bytes, name: str, lineno: int, hint: str = "") -> str:
+    """One line of ``name`` decoded as strict UTF-8; else a UserError naming file, line and byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        bad = raw[e.start : e.start + 1].hex()
+        raise UserError(
+            f"invalid UTF-8 in {name} line {lineno} (byte 0x{bad} at byte {e.start + 1} of the line){hint}"
+        ) from None
+
+
 def _locate_utf8_error(path: str, where: str) -> None:
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                bad = raw[e.start : e.start + 1].hex()
-                raise UserError(
-                    f"invalid UTF-8 in {path} line {lineno} (byte 0x{bad} at byte {e.start + 1} of "
-                    f"the line) ({where}); fix the file or pass --utf8-errors replace"
-                )
+            decode_utf8_line(raw, path, lineno, f" ({where}); fix the file or pass --utf8-errors replace")
     raise UserError(f"invalid UTF-8 in {path} ({where}); fix the file or pass --utf8-errors replace")
 
 

@@ -23,6 +23,9 @@ NOT_TRANSLATION = (
 )
 
 
+INVALID_UTF8 = b"Hallo Welt\nEin Ged\xffcht\nmehr\n"  # what every case gets on standard input (as bytes)
+
+
 def _hub(code):
     return [sys.executable, "-c", f"import xlm_fairseq\nfrom xlm_fairseq import XLMModel\n{code}"]
 
@@ -109,6 +112,17 @@ CASES = {
         None,
         lambda c: ["interactive", c.data, *GENERATE, "-s", "de", "-t", "en", "--path", c.lm],
         "the checkpoint is " + NOT_TRANSLATION,
+    ),
+    "interactive with invalid UTF-8 on standard input": (
+        None,
+        lambda c: ["interactive", c.data, *GENERATE, "-s", "de", "-t", "en", "--path", c.save / "checkpoint_last.pt"],
+        "invalid UTF-8 in standard input line 2 (byte 0xff at byte 8 of the line)",
+    ),
+    "interactive with an --input file of invalid UTF-8": (
+        lambda c: (c.tmp / "input.de").write_bytes(INVALID_UTF8),
+        lambda c: ["interactive", c.data, *GENERATE, "-s", "de", "-t", "en", "--path", c.save / "checkpoint_last.pt",
+                   "--input", c.tmp / "input.de"],  # fmt: skip
+        "invalid UTF-8 in {tmp}/input.de line 2 (byte 0xff at byte 8 of the line)",
     ),
     "generate without -s/-t": (
         None,
@@ -220,11 +234,11 @@ def test_bad_input_is_one_line_and_loses_nothing(case, data_bin, unmt, pretraine
     argv = command(c)
     if argv[0] in ("train", "generate", "interactive"):
         argv = [BIN / f"fairseq-{argv[0]}", *argv[1:]]
-    proc = run(argv, ok=False, input="Hallo Welt\n")
+    proc = run(argv, ok=False, input=INVALID_UTF8.decode("utf-8", "surrogateescape"), errors="surrogateescape")
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert proc.returncode != 0, proc.stderr[-3000:]
     assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    line = expected.format(data=c.data, save=c.save, lm=c.lm, lm_dir=c.lm.parent)
+    line = expected.format(data=c.data, save=c.save, lm=c.lm, lm_dir=c.lm.parent, tmp=c.tmp)
     assert errors[0] in (f"error: {line}", f"convert: error: {line}"), errors[0]
     assert _checksums(c.data, c.save, c.lm.parent) == before
 

@@ -6,9 +6,9 @@ the tasks ``cross_lingual_lm``, ``translation_lm`` and ``xlm_classification``, t
 ``--tokenizer xlm`` / ``--bpe xlm``.
 """
 
-from xlm_fairseq import checkpoint_copy, cli, errors, precision, prefetch, safe_load
+from xlm_fairseq import checkpoint_copy, cli, errors, interactive_input, precision, prefetch, safe_load
 
-# Importing the plugin changes six things outside it, each because fairseq's commands offer no hook:
+# Importing the plugin changes seven things outside it, each because fairseq's commands offer no hook:
 # - torch >= 2.6 loads weights-only, and fairseq's checkpoints pickle argparse/omegaconf/numpy objects:
 #   an explicit allowlist (safe_load) lets fairseq-train/-generate read them, and nothing else; and
 #   fairseq's checkpoint reader turns a truncated or corrupt file into one line naming it;
@@ -20,7 +20,9 @@ from xlm_fairseq import checkpoint_copy, cli, errors, precision, prefetch, safe_
 #   checkpoint that cannot be resumed; the copy now goes through a temporary file and a rename;
 # - fairseq's parser makes --bf16 imply --tpu: without torch_xla that --tpu is taken back (precision);
 # - at exit fairseq's batch-prefetch threads stop between batches: one ended by the interpreter inside a
-#   torch op aborted a finished run with exit code 134 (prefetch).
+#   torch op aborted a finished run with exit code 134 (prefetch);
+# - fairseq-interactive decodes its input as strict UTF-8, a bad line one error naming it: standard input
+#   with a 0xff byte was translated and exited 0 (interactive_input).
 # Registering ``cross_lingual_lm`` replaces fairseq's legacy MLM-only task of that name (tasks/__init__.py).
 safe_load.install()
 safe_load.install_checkpoint_reader()
@@ -29,6 +31,7 @@ cli.install()
 checkpoint_copy.install()
 precision.install()
 prefetch.install()
+interactive_input.install()
 
 from xlm_fairseq import criterions, models, tasks  # noqa: E402,F401  (registers everything)
 from xlm_fairseq.convert import hf_hub  # noqa: E402,F401  (XLMModel.from_pretrained takes Hugging Face ids)
