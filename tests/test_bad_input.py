@@ -35,6 +35,11 @@ def _generate(c, *args):
     return ["generate", c.data, *GENERATE, "--path", c.save / "checkpoint_last.pt", *args]
 
 
+def _interactive(c, *args):
+    """fairseq-interactive de->en with the copied UNMT checkpoint."""
+    return ["interactive", c.data, *GENERATE, "-s", "de", "-t", "en", "--path", c.save / "checkpoint_last.pt", *args]
+
+
 def _swap_two_symbols(c):
     data = c.data
     lines = (data / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)
@@ -115,13 +120,12 @@ CASES = {
     ),
     "interactive with invalid UTF-8 on standard input": (
         None,
-        lambda c: ["interactive", c.data, *GENERATE, "-s", "de", "-t", "en", "--path", c.save / "checkpoint_last.pt"],
+        lambda c: _interactive(c),
         "invalid UTF-8 in standard input line 2 (byte 0xff at byte 8 of the line)",
     ),
     "interactive with an --input file of invalid UTF-8": (
         lambda c: (c.tmp / "input.de").write_bytes(INVALID_UTF8),
-        lambda c: ["interactive", c.data, *GENERATE, "-s", "de", "-t", "en", "--path", c.save / "checkpoint_last.pt",
-                   "--input", c.tmp / "input.de"],  # fmt: skip
+        lambda c: _interactive(c, "--input", c.tmp / "input.de"),
         "invalid UTF-8 in {tmp}/input.de line 2 (byte 0xff at byte 8 of the line)",
     ),
     "generate without -s/-t": (
