@@ -91,6 +91,23 @@ CASES = {
         "{save}/checkpoint_last.pt: the checkpoint's vocabulary has 2011 entries, the dictionary "
         "({data}/dict.txt) 2006: use the model with the data-bin and --langs it was trained with",
     ),
+    "resume with --langs in another order": (
+        None,
+        lambda c: [
+            "train",
+            c.data,
+            *TRAIN_MT,
+            "--langs",
+            "de,en,ro",
+            "--ae-steps",
+            "en",
+            "--disable-validation",
+            "--save-dir",
+            c.save,
+        ],  # fmt: skip
+        "{save}/checkpoint_last.pt: the checkpoint was trained with --langs en,de,ro, not de,en,ro: language ids "
+        "are positions in that list; give --langs en,de,ro",
+    ),
     "--pretrained-xlm-checkpoint that is truncated": (
         lambda c: _truncate(c.lm),
         lambda c: [

@@ -17,6 +17,8 @@ import torch
 
 from xlm_fairseq.errors import XLMUserError
 
+CHECKPOINT_LANGS = "xlm_checkpoint_langs"  # attribute of a read checkpoint's parameters: its --langs
+
 
 def _numpy_globals():
     found = [np.dtype, np.ndarray]
@@ -101,6 +103,20 @@ def load(path, map_location="cpu"):
         raise error from None
 
 
+def tag_with_langs(state):
+    """The parameters of a checkpoint remember its language list (``CHECKPOINT_LANGS``): fairseq-train
+    resumes with a model built from the command line and does not restore the task's state, so the
+    model's ``load_state_dict`` is the one place that sees both lists."""
+    try:
+        langs = state["cfg"]["task"]["langs"]
+    except Exception:  # no cfg (not a fairseq checkpoint), another task without languages
+        langs = None
+    params = state.get("model")
+    if langs and hasattr(params, "__dict__"):  # an OrderedDict, as torch's state_dict() is
+        setattr(params, CHECKPOINT_LANGS, str(langs))
+    return state
+
+
 def install_checkpoint_reader():
     """fairseq's own reader of checkpoints (fairseq-train's resume, fairseq-generate/-interactive,
     hub_utils) gives the same one-line error for an unreadable file (idempotent)."""
@@ -112,7 +128,7 @@ def install_checkpoint_reader():
 
     def load_checkpoint_to_cpu_with_one_line_errors(path, *args, **kwargs):
         try:
-            return original(path, *args, **kwargs)
+            return tag_with_langs(original(path, *args, **kwargs))
         except Exception as e:
             error = unreadable(path, e)
             if error is None:

@@ -43,6 +43,7 @@ from xlm_fairseq.hub import (
     is_translation_model,
     load_checkpoint,
 )
+from xlm_fairseq.safe_load import CHECKPOINT_LANGS
 from xlm_fairseq.translation_hub import XLMTranslationHubInterface
 
 LAYER_NORM_EPS = 1e-12  # XLM's value; torch's default 1e-5 would change outputs of converted models
@@ -574,6 +575,14 @@ class _XLMModelCommon:
                     f"the checkpoint's {what} has {stored.shape[0]} entries, {have} {own.weight.shape[0]}: "
                     "use the model with the data-bin and --langs it was trained with"
                 )
+        stored_langs = getattr(state_dict, CHECKPOINT_LANGS, None)  # set by fairseq's checkpoint reader
+        own_langs = getattr(self.cfg, "langs", None)
+        if stored_langs and own_langs and parse_langs(stored_langs, "") != parse_langs(str(own_langs), "--langs"):
+            # language ids are positions in the list: resuming in another order swaps the embeddings
+            raise XLMUserError(
+                f"the checkpoint was trained with --langs {stored_langs}, not {own_langs}: language ids are "
+                f"positions in that list; give --langs {stored_langs}"
+            )
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
     @classmethod
