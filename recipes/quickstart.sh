@@ -22,8 +22,9 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised] [--test PREFIX] [--f
   --fresh         delete the work directory's previous results first
   --work-dir DIR  where data-bin, checkpoints and outputs go (default: runs/quickstart[-tiny][-unsupervised])
 
-Re-running skips the stages that finished; a work directory made in the other mode (--tiny or
-not) is refused: give another --work-dir, or --fresh.
+Re-running skips the stages that finished and resumes an interrupted one; a work directory made in
+the other mode (--tiny or not) is refused: give another --work-dir, or --fresh. Checkpoints that a
+redone stage makes stale are moved aside (checkpoints/NAME.stale-TIME), not resumed from.
 
 Needs the install from the README (bash scripts/setup.sh); run with .venv/bin on PATH or from the
 activated environment. Training stages are bounded in wall time (--stop-time-hours), so the final
@@ -105,6 +106,7 @@ MARKERS="$WORK/.stages"
 STAGE_IDS=(preprocess pretrain translate)
 STAGE_BANNER=1
 STAGE_REDO="run with --fresh"
+STAGE_CHECKPOINTS=([pretrain]="$WORK/checkpoints/pretrain" [translate]="$WORK/checkpoints/translate")
 stage_key() {
   if [ "$1" = translate ]; then
     printf 'recipe=quickstart mode=%s supervision=%s\n' "$MODE" "$SUPERVISION"

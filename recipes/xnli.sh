@@ -60,8 +60,9 @@ Options:
   --dry-run              print every command, one a line, and run nothing (creates no file)
   -h, --help             this text
 
-Re-runs: a finished stage leaves WORK/.stages/N.done and is skipped next time; fairseq-train resumes
-from its checkpoint_last.pt. The two archives' SHA-256 digests in recipes/checksums.sha256 are the
+Re-runs: a finished stage leaves WORK/.stages/N.done and is skipped next time; --stage N needs
+stages 1..N-1 finished. An interrupted fairseq-train resumes from its checkpoint_last.pt; checkpoints
+of an earlier run of a stage it depends on are moved aside (DIR.stale-TIME). The two archives' SHA-256 digests in recipes/checksums.sha256 are the
 ones Hugging Face's datasets library records for them; a file that differs is refused.
 EOF
 }
@@ -162,6 +163,8 @@ if [[ $DRY_RUN == 1 ]]; then
   note "dry run of $RECIPE: nothing is run or written; work dir $WORK"
   printf 'export PYTHONPATH=%s\n' "$(quote_cmd "$PYTHONPATH")"
 fi
+STAGE_CHECKPOINTS=([4]="$SAVE")
+require_finished_before "$STAGE"
 STEPS=("" stage_download stage_data stage_model stage_finetune stage_test)
 NAMES=("" download data model finetune test)
 for ((n = STAGE; n <= STOP_STAGE; n++)); do

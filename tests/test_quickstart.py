@@ -101,6 +101,15 @@ def test_quickstart_unsupervised_is_its_own_run(tmp_path):
     assert "'mt_steps': ''" in log and "'bt_steps': 'en-de-en,de-en-de'" in log
     semi = _run(["--tiny", "--work-dir", str(work)])
     assert semi.returncode == 2 and "stage translate was completed with other options" in semi.stderr
+    # redone by deleting its marker: the unsupervised checkpoints are set aside, not resumed from
+    (work / ".stages" / "translate.done").unlink()
+    semi = _run(["--tiny", "--work-dir", str(work)])
+    assert semi.returncode == 0, semi.stderr[-3000:]
+    assert "stage translate's checkpoints were of a run that finished before: moved to" in semi.stderr
+    out = (work / "logs" / "translate.out").read_text()  # this run's fairseq-train output
+    assert "No existing checkpoint found" in out and "'mt_steps': 'de-en,en-de'" in out, out[-2000:]
+    (stale,) = (work / "checkpoints").glob("translate.stale-*")
+    assert (stale / "checkpoint_last.pt").is_file()
 
 
 def test_quickstart_refuses_without_install(tmp_path):

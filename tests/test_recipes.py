@@ -798,3 +798,99 @@ def test_xnli_bad_options(tmp_path, args, needle):
     assert result.returncode == 2 and result.stdout == "" and tree(tmp_path) == []
     assert result.stderr.startswith("xnli.sh: error: ") and needle in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+# ------------------------------------------------------------------------------------------------
+# the stage library (recipes/lib/stages.sh): redone stages, stale checkpoints, --stage N
+# ------------------------------------------------------------------------------------------------
+
+# two stages as the recipes declare them; "train" resumes as fairseq-train does: from the
+# checkpoint_last.pt in its directory if there is one. KEY: the options; DIE_IN_TRAIN=1: the run
+# dies inside "train" after its first checkpoint, as a kill would leave it.
+STAGES_DRIVER = r"""
+set -euo pipefail
+RECIPE=driver
+source "$1"
+WORK=$2 MARKERS=$2/.stages STAGE_IDS=(data train)
+STAGE_CHECKPOINTS=([train]="$WORK/ckpt")
+stage_key() { printf 'key=%s\n' "$KEY"; }
+stage_data() { echo "data $KEY" > "$WORK/data"; }
+stage_train() {
+  if [[ -f $WORK/ckpt/checkpoint_last.pt ]]; then
+    echo "train resumed from $(< "$WORK/ckpt/checkpoint_last.pt")"
+  else
+    mkdir -p "$WORK/ckpt" && echo "$(< "$WORK/data")" > "$WORK/ckpt/checkpoint_last.pt" && echo "train afresh"
+  fi
+  [[ ${DIE_IN_TRAIN:-0} == 0 ]] || exit 9
+}
+[[ ${FIRST:-data} == data ]] || require_finished_before "$FIRST"
+[[ ${FIRST:-data} == train ]] || run_stage data data "" stage_data
+run_stage train train "" stage_train
+"""
+
+
+def _stages(work, key, **env):
+    driver = work.parent / "driver.sh"
+    driver.write_text(STAGES_DRIVER)
+    env = dict(os.environ, KEY=key, **{k: str(v) for k, v in env.items()})
+    return subprocess.run(
+        ["bash", driver, RECIPES / "lib" / "stages.sh", work], capture_output=True, text=True, env=env
+    )
+
+
+def _stale(work):
+    return {p.name.split(".stale-")[0]: (p / "checkpoint_last.pt").read_text() for p in work.glob("ckpt.stale-*")}
+
+
+def test_a_redone_stage_never_lets_a_later_one_resume_from_its_old_checkpoints(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    # an interrupted stage resumes from its own checkpoints
+    died = _stages(work, "a", DIE_IN_TRAIN=1)
+    assert died.returncode == 9 and "train afresh" in died.stdout
+    again = _stages(work, "a")
+    assert again.returncode == 0 and "train resumed from data a" in again.stdout, again.stderr
+    # a stage before it redone (its marker deleted): the later stage's checkpoints are set aside, kept
+    (work / ".stages" / "data.done").unlink()
+    redo = _stages(work, "a")
+    assert redo.returncode == 0 and "train afresh" in redo.stdout, redo.stderr
+    assert "stage train's checkpoints were made from an earlier result of stage data: moved to" in redo.stderr
+    assert _stale(work) == {"ckpt": "data a\n"}
+    # the stage itself redone with other options after its marker went: its own are set aside
+    (work / ".stages" / "train.done").unlink()
+    (work / "data").write_text("data b\n")
+    other = _stages(work, "b", FIRST="train")
+    assert other.returncode == 2 and "--stage train: stage data has not finished" not in other.stderr
+    assert "stage data was completed with other options (key=a)" in other.stderr  # data's marker says a
+    (work / ".stages" / "data.done").write_text("key=b\n")
+    other = _stages(work, "b", FIRST="train")
+    assert other.returncode == 0 and "train afresh" in other.stdout, other.stderr
+    assert "stage train's checkpoints were of a run that finished before: moved to" in other.stderr
+    assert (
+        len(list(work.glob("ckpt.stale-*"))) == 2 and (work / "ckpt" / "checkpoint_last.pt").read_text() == "data b\n"
+    )
+    # an interrupted stage restarted with other options: its checkpoints are set aside as well
+    (work / ".stages" / "train.done").unlink()
+    _stages(work, "b", FIRST="train", DIE_IN_TRAIN=1)
+    (work / ".stages" / "data.done").write_text("key=c\n")
+    moved = _stages(work, "c", FIRST="train")
+    assert moved.returncode == 0 and "made with other options (key=b)" in moved.stderr, moved.stderr
+
+
+def test_stage_n_needs_the_stages_before_it_finished(tmp_path):
+    work = tmp_path / "w"
+    work.mkdir()
+    result = _stages(work, "a", FIRST="train")
+    assert result.returncode == 2 and not (work / "ckpt").exists()
+    assert result.stderr.splitlines() == [
+        f"driver: error: --stage train: stage data has not finished in {work} (no {work}/.stages/data.done); "
+        "run from --stage data"
+    ]
+    for script, args in ((ENDE, ("--stage", "3")), (XNLI, ("--stage", "4", "--gpus", "0"))):
+        fresh = tmp_path / script.stem
+        result = recipe(script, *args, "--work-dir", fresh, cwd=tmp_path)
+        assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+        assert result.stderr.startswith(f"{script.name}: error: --stage {args[1]}: stage 1 has not finished in {fresh}")
+        assert not (fresh / "checkpoints").exists()
+        listing = recipe(script, *args, "--work-dir", fresh, "--dry-run", cwd=tmp_path)
+        assert listing.returncode == 0 and f"# --stage {args[1]}: stage 1 has not finished" in listing.stdout

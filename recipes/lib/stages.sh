@@ -6,7 +6,9 @@
 #
 # The recipe sets, before calling these functions:
 #   RECIPE        its name, the prefix of every message (quickstart, wmt16_en_de.sh)
-#   MARKERS       the directory of the stage markers (WORK/.stages): ID.done holds the stage's key
+#   MARKERS       the directory of the stage markers (WORK/.stages): ID.done holds the key of a
+#                 finished stage, ID.started that of a stage running or interrupted
+#   WORK          the work directory (named in messages)
 #   STAGE_IDS     array: the stage ids in order; when a stage runs, the markers of later ones go
 #   stage_key     a function: `stage_key ID` prints, on one line, the options stage ID's result
 #                 depends on (with those of the stages before it)
@@ -14,9 +16,12 @@
 #   STAGE_BANNER  1: stage headers are banners `== [Ns] ...` on stdout with the seconds since
 #                 stage_clock_start (the quickstart); 0 (default): notes, as the WMT recipes print
 #   STAGE_REDO    how to redo a stage finished with other options (default: delete its marker)
+#   STAGE_CHECKPOINTS  associative array (declare -A): stage id -> the directory its fairseq-train
+#                 saves to and resumes from (stages without one are left out)
 
 DRY_RUN=0
 STAGE_BANNER=0
+declare -A STAGE_CHECKPOINTS=()
 STAGE_START=$(date +%s)
 
 # ------------------------------------------------------------------------------------------------
@@ -144,6 +149,7 @@ mark_done() {
   # whole or absent: a marker cut short by a kill would read as "completed with other options"
   stage_key "$1" > "$MARKERS/$1.done.tmp"
   mv -f "$MARKERS/$1.done.tmp" "$MARKERS/$1.done"
+  rm -f "$MARKERS/$1.started"  # its checkpoints now belong to a finished run
 }
 
 # forget_later_stages ID: a stage that runs again makes the results of the stages after it stale
@@ -164,9 +170,62 @@ forget_later_stages() {
   done
 }
 
+# set_aside_stale_checkpoints ID: stage ID is about to run. fairseq-train resumes from any
+# checkpoint_last.pt it finds, so a checkpoint directory is kept in place only for the run it belongs
+# to: stage ID's own when its last start (ID.started) had the same key (an interrupted run resumes).
+# The others -- ID's own from other options or from a finished run whose marker went, every later
+# stage's (made from an earlier result of ID) -- are moved to DIR.stale-TIME, never deleted.
+set_aside_stale_checkpoints() {
+  local id=$1 key started=$MARKERS/$1.started after=0 s dir why stale n
+  key=$(stage_key "$id")
+  for s in "${STAGE_IDS[@]}"; do
+    [[ $s == "$id" ]] && after=1
+    [[ $after == 1 ]] || continue
+    dir=${STAGE_CHECKPOINTS[$s]:-}
+    [[ -n $dir && -d $dir ]] || continue
+    if [[ $s != "$id" ]]; then
+      why="made from an earlier result of stage $id"
+    elif [[ ! -f $started ]]; then
+      why="of a run that finished before"
+    elif [[ $(< "$started") != "$key" ]]; then
+      why="made with other options ($(< "$started"))"
+    else
+      continue
+    fi
+    stale=$dir.stale-$(date +%Y%m%d-%H%M%S) n=1
+    while [[ -e $stale ]]; do stale=$dir.stale-$(date +%Y%m%d-%H%M%S).$((n++)); done  # mv onto a dir nests
+    if [[ $DRY_RUN == 1 ]]; then
+      note "would set aside stage $s's checkpoints ($why): mv $dir $stale"
+    else
+      mv "$dir" "$stale"
+      note "stage $s's checkpoints were $why: moved to $stale; stage $s trains afresh"
+    fi
+  done
+  if [[ $DRY_RUN == 0 && -n ${STAGE_CHECKPOINTS[$id]:-} ]]; then
+    mkdir -p "$MARKERS"
+    printf '%s\n' "$key" > "$started.tmp"
+    mv -f "$started.tmp" "$started"
+  fi
+}
+
+# require_finished_before FIRST: a run that starts at stage FIRST (--stage) needs every stage before
+# it finished with the same options; a dry run notes what a real run would refuse
+require_finished_before() {
+  local id
+  for id in "${STAGE_IDS[@]}"; do
+    [[ $id == "$1" ]] && return 0
+    stage_done "$id" && continue
+    if [[ $DRY_RUN == 1 ]]; then
+      note "--stage $1: stage $id has not finished in $WORK (no $MARKERS/$id.done): a real run stops here"
+    else
+      die "--stage $1: stage $id has not finished in $WORK (no $MARKERS/$id.done); run from --stage $id"
+    fi
+  done
+}
+
 # run_stage ID TITLE DETAIL CMD...: stage ID, unless its marker says it finished before (then the
 # header `TITLE: done before (MARKER), skipped`); else the header `TITLE[: DETAIL]`, the markers of
-# the later stages forgotten, CMD run and the stage marked done
+# the later stages forgotten, stale checkpoints set aside, CMD run and the stage marked done
 run_stage() {
   local id=$1 title=$2 detail=$3
   shift 3
@@ -176,6 +235,7 @@ run_stage() {
   fi
   stage_header "$title${detail:+: $detail}"
   forget_later_stages "$id"
+  set_aside_stale_checkpoints "$id"
   "$@"
   mark_done "$id"
 }

@@ -45,6 +45,9 @@ wmt16_main() {
     note "dry run of $RECIPE: nothing is run or written; work dir $WORK"
     printf 'export PYTHONPATH=%s\n' "$(quote_cmd "$PYTHONPATH")"
   fi
+  STAGE_CHECKPOINTS=([4]="$MT_DIR")
+  [[ $INIT == pretrain ]] && STAGE_CHECKPOINTS[3]=$PRETRAIN_DIR
+  require_finished_before "$STAGE"
   local n name
   for ((n = STAGE; n <= STOP_STAGE; n++)); do
     name=${STAGE_NAMES[$n]}

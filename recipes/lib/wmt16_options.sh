@@ -87,7 +87,9 @@ Options:
 $USAGE_PAIR
 Re-runs: a finished stage leaves WORK/.stages/N.done (with the options it ran with) and is
 skipped next time; a stage done with other options is refused (use another --work-dir, or delete
-the marker). fairseq-train resumes from its checkpoint_last.pt.
+the marker); --stage N needs stages 1..N-1 finished. An interrupted fairseq-train resumes from its
+checkpoint_last.pt; checkpoints of an earlier result or other options are moved aside to
+DIR.stale-TIME (a redone stage 3 sets aside stage 4's), never resumed from nor deleted.
 
 Checksums: every download (and every --data-dir file) is checked against
 recipes/checksums.sha256. No digest is published for these files by their providers, so the
