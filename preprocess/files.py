@@ -3,8 +3,12 @@
 import contextlib
 import hashlib
 import os
+import re
 import shutil
+import socket
+import sys
 import tempfile
+from typing import List
 
 
 @contextlib.contextmanager
@@ -25,21 +29,61 @@ def atomic_write(path: str, binary: bool = False):
         raise
 
 
+def _owner_prefix(final: str, kind: str) -> str:
+    """``DEST.partial-HOST-PID-`` / ``DEST.old-HOST-PID-``: whose staging directory it is."""
+    return f"{os.path.basename(final)}.{kind}-{socket.gethostname()}-{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def clean_leftovers(final: str) -> List[str]:
+    """Staging directories of ``final`` left by a killed run on this host (its process is gone):
+    a ``.partial-`` one is deleted; an ``.old-`` one holds the previous ``final``, put back if the
+    kill came between the two renames, else deleted. Returns what was done, a line each."""
+    parent, base = os.path.split(os.path.abspath(final))
+    pattern = re.compile(re.escape(base) + r"\.(partial|old)-(.+)-(\d+)-[^-]+$")
+    done = []
+    for name in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
+        match = pattern.match(name)
+        if not match or match.group(2) != socket.gethostname() or _alive(int(match.group(3))):
+            continue
+        path = os.path.join(parent, name)
+        previous = os.path.join(path, "previous")
+        if match.group(1) == "old" and not os.path.lexists(final) and os.path.lexists(previous):
+            os.rename(previous, final)
+            done.append(f"{final}: put back from {path}, where a killed run (pid {match.group(3)}) had moved it")
+        else:
+            done.append(f"removed {path}, left by a killed run (pid {match.group(3)})")
+        shutil.rmtree(path, ignore_errors=True)
+    return done
+
+
 @contextlib.contextmanager
 def staged_dir(final: str):
     """A new sibling directory to build ``final`` in. On success it takes ``final``'s place (an
     existing ``final`` is moved aside first and deleted only then); on error it is deleted and
-    ``final`` is untouched."""
+    ``final`` is untouched. Its name carries host and pid, so that a later run cleans up after a
+    kill (:func:`clean_leftovers`) and never touches a live run's."""
     final = os.path.abspath(final)
     parent = os.path.dirname(final)
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=f"{os.path.basename(final)}.partial-", dir=parent)
+    for line in clean_leftovers(final):
+        print(f"preprocess: {line}", file=sys.stderr)
+    tmp = tempfile.mkdtemp(prefix=_owner_prefix(final, "partial"), dir=parent)
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())
         old = None
         if os.path.lexists(final):
-            old = tempfile.mkdtemp(prefix=f"{os.path.basename(final)}.old-", dir=parent)
+            old = tempfile.mkdtemp(prefix=_owner_prefix(final, "old"), dir=parent)
             os.rename(final, os.path.join(old, "previous"))
         os.rename(tmp, final)
         if old is not None:

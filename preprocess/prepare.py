@@ -58,7 +58,7 @@ from typing import Dict, List, Optional, Sequence
 from preprocess import layout
 from preprocess.binarize import Log, SentencePieceBinarizer, XLMBPEBinarizer, binarize_all, tokenize_all
 from preprocess.errors import ArgumentParser, UserError, run_command
-from preprocess.files import file_sha256, staged_dir
+from preprocess.files import clean_leftovers, file_sha256, staged_dir
 from preprocess.inputs import Stream, check_input_file, parse_streams, scan_file
 from preprocess.langs import parse_langs
 from preprocess.manifest import first_difference, outputs_intact, read_manifest, signature, summary_text, versions
@@ -333,7 +333,9 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
             raise UserError(f"input {s.path} lies inside DEST {dest} ({s.where})")
     wanted = signature(args, streams)
 
-    # -- is DEST already there? -----------------------------------------------------------------
+    # -- is DEST already there? (after a killed run: its staging directories cleaned, DEST put back) --
+    for line in clean_leftovers(dest):
+        print(f"prepare: {line}", file=sys.stderr)
     if os.path.lexists(dest):
         if not os.path.isdir(dest) or os.path.islink(dest):
             raise UserError(f"DEST {dest} exists and is not a directory")

@@ -755,3 +755,45 @@ def test_tokenize_detokenize_round_trip(lang, sentence):
     # normalisation maps the typographic quotes to ASCII ones; the rest comes back as it was
     expected = sentence.replace("„", '"').replace("“", '"').replace("”", '"')
     assert detokenize(tokens, lang) == expected
+
+
+def _dead_pid():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_killed_build_leaves_nothing_the_next_run_does_not_clean(tmp_path, raw):
+    """SIGKILL while DEST.partial-* is being built: the next run removes it (and a live run's is
+    left alone); a kill between the two renames of --force leaves DEST in DEST.old-*: put back."""
+    import signal
+    import socket
+    import time
+
+    dest = tmp_path / "bin"
+    proc = subprocess.Popen([sys.executable, "-m", "preprocess.prepare", dest, *small_args(raw)], cwd=REPO)
+    deadline = time.time() + 60
+    while not [p for p in siblings(dest) if ".partial-" in p] and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    (left,) = siblings(dest)
+    assert left.startswith(f"bin.partial-{socket.gethostname()}-{proc.pid}-") and not dest.exists()
+    live = tmp_path / f"bin.partial-{socket.gethostname()}-{os.getpid()}-abcd1234"  # this process: alive
+    live.mkdir()
+
+    result = prepare(dest, *small_args(raw))
+    assert result.returncode == 0, result.stderr
+    assert f"prepare: removed {tmp_path / left}, left by a killed run (pid {proc.pid})" in result.stderr
+    assert siblings(dest) == [live.name]
+    live.rmdir()
+
+    # killed after DEST was moved into DEST.old-* and before the new one took its place
+    before = snapshot(dest)
+    old = tmp_path / f"bin.old-{socket.gethostname()}-{_dead_pid()}-abcd1234"
+    old.mkdir()
+    dest.rename(old / "previous")
+    result = prepare(dest, *small_args(raw))
+    assert result.returncode == 0 and "is up to date" in result.stdout, result.stderr
+    assert f"prepare: {dest}: put back from {old}" in result.stderr
+    assert snapshot(dest) == before and siblings(dest) == []
