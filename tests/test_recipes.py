@@ -11,6 +11,7 @@ import io
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -894,3 +895,60 @@ def test_stage_n_needs_the_stages_before_it_finished(tmp_path):
         assert not (fresh / "checkpoints").exists()
         listing = recipe(script, *args, "--work-dir", fresh, "--dry-run", cwd=tmp_path)
         assert listing.returncode == 0 and f"# --stage {args[1]}: stage 1 has not finished" in listing.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# sacrebleu's test-set cache (wmt16_tools.py testset), killed while unpacking
+# ------------------------------------------------------------------------------------------------
+
+# a test set as sacrebleu defines its WMT16 ones, served from a local archive (file://); KILL_IN
+# names an archive member: unpacking writes half of it and the process is SIGKILLed there
+TESTSET_SCRIPT = r"""
+import os, signal, sys, tarfile
+sys.path.insert(0, sys.argv[1])
+from sacrebleu.dataset import DATASETS
+from sacrebleu.dataset.fake_sgml import FakeSGMLDataset
+DATASETS["toy16"] = FakeSGMLDataset("toy16", data=[sys.argv[2]], md5=[sys.argv[3]],
+                                    langpairs={"de-en": ["toy/de.sgm", "toy/en.sgm"]})
+kill_in = os.environ.get("KILL_IN")
+if kill_in:
+    def extractall(self, path=".", **kw):
+        for member in self.getmembers():
+            if member.name == kill_in:
+                data = self.extractfile(member).read()
+                with open(os.path.join(path, member.name), "wb") as f:
+                    f.write(data[: len(data) // 2])
+                os.kill(os.getpid(), signal.SIGKILL)
+            self.extract(member, path)
+    tarfile.TarFile.extractall = extractall
+import wmt16_tools
+sys.exit(wmt16_tools.main(["testset", "toy16", "de-en", sys.argv[4], *sys.argv[5:]]))
+"""
+
+
+def test_a_kill_while_sacrebleu_unpacks_never_leaves_a_cut_test_set(tmp_path):
+    n = 200
+    for lang, side in (("de", "src"), ("en", "ref")):
+        segs = "".join(f'<seg id="{i}">{side} sentence {i} in {lang}</seg>\n' for i in range(1, n + 1))
+        sgm = tmp_path / "toy" / f"{lang}.sgm"  # packed in this order: the reference last
+        sgm.parent.mkdir(exist_ok=True)
+        sgm.write_text(f'<srcset setid="toy">\n<doc docid="d1" genre="news" origlang="de">\n{segs}</doc>\n</srcset>\n')
+    archive = tmp_path / "test.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(tmp_path / "toy", arcname="toy")
+    md5 = hashlib.md5(archive.read_bytes()).hexdigest()
+    cache, out = tmp_path / "cache", tmp_path / "ref.en"
+    env = dict(os.environ, SACREBLEU=str(cache), PYTHONPATH=str(REPO))
+
+    def testset(*extra, **more):
+        argv = [sys.executable, "-c", TESTSET_SCRIPT, RECIPES / "lib", archive.as_uri(), md5, out, *extra]
+        return subprocess.run(argv, capture_output=True, text=True, env=dict(env, **more))
+
+    killed = testset(KILL_IN="toy/en.sgm")
+    assert killed.returncode == -signal.SIGKILL and not out.exists()
+    result = testset()
+    assert result.returncode == 0, result.stderr
+    assert out.read_text().splitlines() == [f"ref sentence {i} in en" for i in range(1, n + 1)]
+    # the cache now holds the whole set: an offline run takes it as it is
+    assert testset("--offline").returncode == 0 and len(out.read_text().splitlines()) == n
+    assert [p.name for p in cache.joinpath("toy16").iterdir() if p.name.startswith(".")] == []

@@ -4,15 +4,18 @@ vocabularies. Each ``cmd_*`` takes the parsed arguments, writes its output whole
 (:func:`preprocess.files.atomic_write`), prints one line on success and raises
 :class:`preprocess.errors.UserError` on a user error."""
 
+import copy
 import gzip
+import hashlib
 import os
 import re
+import shutil
 import tarfile
 import zipfile
 from typing import Dict, Iterable, Iterator, List, Tuple
 
 from preprocess.errors import UserError
-from preprocess.files import atomic_write, file_sha256
+from preprocess.files import atomic_write, file_sha256, staged_dir
 from preprocess.layout import SPECIAL_SYMBOLS, XLM_SYMBOLS
 
 UNVERIFIED = "UNVERIFIED"
@@ -141,22 +144,72 @@ def cmd_testset(args) -> None:
         raise UserError(
             f"sacrebleu's {args.set} has no {args.langpair} (it has {', '.join(sorted(dataset.langpairs))})"
         )
-    files = [dataset._get_txt_file_path(args.langpair, field) for field in dataset.fieldnames(args.langpair)]
     hint = (
         f"on a machine with internet run `sacrebleu -t {args.set} -l {args.langpair} --echo src > /dev/null` "
         f"and copy its ~/.sacrebleu/{args.set.split('/')[0]} to {SACREBLEU_DIR}"
     )
-    if args.offline and not all(os.path.isfile(f) for f in files):
-        raise UserError(f"sacrebleu test set {args.set} {args.langpair} is not in {SACREBLEU_DIR}; {hint}")
-    try:
-        refs = dataset.get_reference_files(args.langpair)  # downloads and extracts what is missing
-    except (Exception, SystemExit) as e:  # sacrebleu exits on a failed download
-        raise UserError(f"sacrebleu test set {args.set} {args.langpair}: download failed ({e}); {hint}") from None
+    refs = cached_test_set(dataset, args.langpair, args.offline, hint)
     with open(refs[0], encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f]
     with atomic_write(args.out) as out:
         out.write("".join(line + "\n" for line in lines))
     print(f"{args.out}: {len(lines)} lines, the reference side of sacrebleu -t {args.set} -l {args.langpair}")
+
+
+def cached_test_set(dataset, langpair: str, offline: bool, hint: str) -> List[str]:
+    """The reference files of ``langpair``, whole. sacrebleu downloads, unpacks and converts in place,
+    and a kill in between leaves a cut .tgz or .sgm that it reuses afterwards (it checks MD5 only
+    right after a download): the files are built here in a staging directory from archives whose MD5
+    is checked, then moved into the cache with a ``.complete`` record; a set without it is rebuilt."""
+    fields = dataset.fieldnames(langpair)
+    files = [dataset._get_txt_file_path(langpair, field) for field in fields]
+    record = files[0] + ".complete"  # written by this tool once every file of the set is in place
+    if os.path.isfile(record) and all(os.path.isfile(f) for f in files):
+        return dataset.get_reference_files(langpair)
+    md5s = dataset.md5 or [None] * len(dataset.data)
+    archives = [
+        (os.path.join(dataset._rawdir, dataset._get_tarball_filename(url)), md5) for url, md5 in zip(dataset.data, md5s)
+    ]
+    verified = [md5 is not None and os.path.isfile(path) and _md5(path) == md5 for path, md5 in archives]
+    if offline and not all(verified):
+        if all(os.path.isfile(f) for f in files):  # a copied cache without its archives: as sacrebleu made it
+            return dataset.get_reference_files(langpair)
+        raise UserError(
+            f"sacrebleu test set {dataset.name} {langpair} is not in {os.path.dirname(dataset._outdir)}; {hint}"
+        )
+    from sacrebleu.utils import extract_tarball
+
+    os.makedirs(dataset._rawdir, exist_ok=True)
+    build = os.path.join(dataset._outdir, f".{os.path.basename(files[0])}.build")
+    with staged_dir(build) as tmp:
+        staged = copy.copy(dataset)
+        staged._outdir, staged._rawdir = tmp, os.path.join(tmp, "raw")
+        os.makedirs(staged._rawdir)
+        for (path, _), ok in zip(archives, verified):
+            if ok:  # unpacked anew: the cache's unpacked files may be cut
+                shutil.copyfile(path, os.path.join(staged._rawdir, os.path.basename(path)))
+                extract_tarball(path, staged._rawdir)
+        try:
+            staged.process_to_text(langpair)  # downloads (MD5 checked) and unpacks what is missing
+        except (Exception, SystemExit) as e:  # sacrebleu exits on a failed download
+            raise UserError(f"sacrebleu test set {dataset.name} {langpair}: download failed ({e}); {hint}") from None
+        for (path, _), ok in zip(archives, verified):
+            if not ok:
+                os.replace(os.path.join(staged._rawdir, os.path.basename(path)), path)
+        for f in files:
+            os.replace(os.path.join(tmp, os.path.basename(f)), f)
+        with open(record, "w", encoding="utf-8") as out:
+            out.write("".join(f"{md5}  {os.path.basename(path)}\n" for path, md5 in archives))
+    shutil.rmtree(build, ignore_errors=True)
+    return dataset.get_reference_files(langpair)
+
+
+def _md5(path: str) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------
