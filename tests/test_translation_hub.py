@@ -88,23 +88,59 @@ def test_exported_model_dir_loads_without_the_data_bin(mt, unmt, tmp_path):
     assert sorted(os.listdir(out)) == ["dict.txt", "model.pt", "spm.model", "text_pipeline.json"]
 
 
-def test_checkpoint_keeps_its_pipeline(unmt, data_bin, tmp_path):
-    """The checkpoint carries the data-bin's pipeline settings; a data-bin whose subword model differs
-    is refused with one line instead of tokenising with the wrong vocabulary."""
+def test_a_checkpoint_copied_alone_is_a_whole_model(mt, unmt, pretrained, data_bin, tmp_path):
+    """LM and translation checkpoints carry dictionary and subword model (as classifiers do): a copied
+    checkpoint file, without its data-bin, translates in the hub and in fairseq-interactive, and
+    initialises a translation model through --pretrained-xlm-checkpoint."""
     import shutil
+
+    from conftest import BIN, UNMT_ARGS
+
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(unmt[0] / "checkpoint_last.pt", alone / "mt.pt")
+    shutil.copy(pretrained, alone / "lm.pt")
+    sentences = ["Klicken Sie auf Drucken.", "Die Datei wurde nicht gefunden."]
+    code = "import sys; from xlm_fairseq import XLMModel\n"
+    code += "m = XLMModel.from_pretrained(sys.argv[1], checkpoint_file='mt.pt')\n"
+    code += "print(m.translate(sys.argv[2:], src='de', tgt='en'))"
+    proc = run([sys.executable, "-c", code, alone, *sentences], cwd=tmp_path)
+    assert proc.stdout.strip() == str(mt.translate(sentences, src="de", tgt="en"))
+    interactive = [BIN / "fairseq-interactive", alone, "--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm"]
+    interactive += ["--path", alone / "mt.pt", "-s", "de", "-t", "en", "--cpu", "--beam", "1"]
+    proc = run(interactive, input=f"{sentences[0]}\n")
+    assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 1, proc.stdout
+    train = [BIN / "fairseq-train", data_bin, *UNMT_ARGS, "--langs", "en,de,ro", "--ae-steps", "en"]
+    train += ["--max-update", "1", "--disable-validation", "--pretrained-xlm-checkpoint", alone / "lm.pt"]
+    proc = run([*train, "--save-dir", tmp_path / "save"])
+    assert "done training" in proc.stdout + proc.stderr
+    assert sorted(os.listdir(alone)) == ["lm.pt", "mt.pt"]
+
+
+def test_checkpoint_keeps_its_pipeline(unmt, data_bin, tmp_path):
+    """The checkpoint carries the data-bin's pipeline settings; for a checkpoint without its own
+    subword model (older ones), a data-bin whose subword model differs is refused with one line
+    instead of tokenising with the wrong vocabulary."""
+    import shutil
+
+    from fairseq.checkpoint_utils import torch_persistent_save
 
     from xlm_fairseq import safe_load
 
     state = safe_load.load(unmt[0] / "checkpoint_last.pt")
     stored = state["task_state"]["text_pipeline"]
     assert stored["subwords"] == "sentencepiece" and stored["subword_model"] == "spm.model"
+    del state["task_state"]["subword_model"], state["task_state"]["dictionary"]
+    older = tmp_path / "older"
+    older.mkdir()
+    torch_persistent_save(state, str(older / "checkpoint_last.pt"))
     other = tmp_path / "other-bin"
     shutil.copytree(data_bin, other)
     model = (other / "spm.model").read_bytes()
     (other / "spm.model").write_bytes(model[:-1] + bytes([model[-1] ^ 1]))
     proc = subprocess.run(
         [sys.executable, "-c", "import sys; from xlm_fairseq import XLMModel; XLMModel.from_pretrained(*sys.argv[1:])"]
-        + [str(unmt[0]), "checkpoint_last.pt", str(other)],
+        + [str(older), "checkpoint_last.pt", str(other)],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -18,10 +18,18 @@ from fairseq.tasks import FairseqTask
 from fairseq.tasks.online_backtranslation import PiecewiseLinearFn
 from omegaconf import II
 
+from preprocess.errors import UserError
 from preprocess.langs import parse_langs
 from preprocess.layout import DICT_FILE, FORMAT_VERSION, MANIFEST_FILE, MASK_SYMBOL
-from preprocess.pipeline import PipelineSettings, TextPipeline, load_pipeline, read_settings
-from xlm_fairseq.data.dictionary import dictionary_digest
+from preprocess.pipeline import (
+    PipelineSettings,
+    TextPipeline,
+    load_pipeline,
+    read_settings,
+    restore_subword_model,
+    subword_model_state,
+)
+from xlm_fairseq.data.dictionary import dictionary_digest, dictionary_from_state, dictionary_to_state
 from xlm_fairseq.data.dictionary import load_dictionary as load_dictionary_file
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.precision import set_tf32
@@ -76,6 +84,14 @@ def load_dictionary(data: str) -> Dictionary:
                 f"({FORMAT_VERSION}); update xlm-fairseq"
             )
     return load_dictionary_file(path)
+
+
+def _dictionary_later(data: str) -> bool:
+    """DATA holds no dictionary at all (a model directory, an empty one): the dictionary may come with
+    the checkpoint that is loaded next (fairseq-interactive, the hub); training still stops on it."""
+    directory = data.split(os.pathsep)[0]
+    found = os.listdir(directory) if os.path.isdir(directory) else []
+    return not any(f.startswith("dict.") and f.endswith(".txt") or f.endswith(".pth") for f in found)
 
 
 def bare_model(model):
@@ -175,11 +191,26 @@ class XLMTask(FairseqTask):
         # what the model's embedding rows mean: a checkpoint's (fairseq-generate, the hub) is checked
         # against the dictionary it is used with, in build_model
         self.state.add_factory("dictionary_sha256", lambda: dictionary_digest(self.dictionary))
+        # the dictionary and the subword model themselves, so that a checkpoint copied alone is a
+        # whole model: fairseq-interactive, the hub and --pretrained-xlm-checkpoint need no data-bin
+        self.state.add_factory("dictionary", lambda: dictionary_to_state(self.dictionary))
+        self.state.add_factory("subword_model", self._subword_model_state)
         self._pipeline_cache = None
 
     @property
     def dictionary(self) -> Dictionary:
+        if self._dictionary is None:  # no dict.txt in DATA: the loaded checkpoint's, if it carries one
+            if not self.state.state_dict.get("dictionary"):
+                load_dictionary(self.cfg.data)  # raises: names DATA's dict.txt
+            self._dictionary = dictionary_from_state(self.state.dictionary)
         return self._dictionary
+
+    def _subword_model_state(self) -> Optional[dict]:
+        try:
+            pipeline = self.text_pipeline()
+        except UserError:  # a data-bin without its subword model: the checkpoint carries none either
+            return None
+        return subword_model_state(pipeline) if pipeline is not None else None
 
     def build_model(self, cfg, from_checkpoint=False):
         if self.state.dictionary_sha256 != dictionary_digest(self.dictionary):
@@ -188,6 +219,7 @@ class XLMTask(FairseqTask):
                 f"{source}: not the dictionary the model was trained with ({len(self.dictionary)} types, other "
                 "symbols or order); give the data-bin it was trained on, or a model dir made by xlm_fairseq.export"
             )
+        self.state.dictionary, self.state.subword_model  # computed now, so that checkpoints carry them
         model = super().build_model(cfg, from_checkpoint)
         # fairseq-train casts the model for --bf16, fairseq-generate/-interactive only for --fp16
         return model.to(torch.bfloat16) if getattr(self.cfg, "bf16", False) else model
@@ -211,6 +243,9 @@ class XLMTask(FairseqTask):
         key = (repr(stored), tuple(model_dirs))
         if self._pipeline_cache is None or self._pipeline_cache[0] != key:
             settings = PipelineSettings.from_dict(stored, "the checkpoint's text pipeline") if stored else None
+            carried = self.state.state_dict.get("subword_model")  # a loaded checkpoint's (never a factory call)
+            if carried:
+                model_dirs = [*model_dirs, restore_subword_model(carried, "the checkpoint")]
             self._pipeline_cache = (key, load_pipeline([*model_dirs, self.data_dir], settings))
         return self._pipeline_cache[1]
 
@@ -242,8 +277,10 @@ class XLMTask(FairseqTask):
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
-        dictionary = load_dictionary(cfg.data)
-        logger.info(f"dictionary: {len(dictionary)} types")
+        dictionary = None
+        if not _dictionary_later(cfg.data):
+            dictionary = load_dictionary(cfg.data)
+            logger.info(f"dictionary: {len(dictionary)} types")
         task = cls(cfg, dictionary)
         task.state.text_pipeline  # read now: a bad text_pipeline.json fails before training starts
         return task

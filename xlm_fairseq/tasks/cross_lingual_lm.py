@@ -102,10 +102,18 @@ class XLMCrossLingualLMTask(XLMTask):
             )
         if cfg.lg_sampling_factor != -1 and cfg.lg_sampling_factor <= 0:
             raise XLMUserError(f"--lg-sampling-factor must be -1 (uniform) or > 0, got {cfg.lg_sampling_factor}")
-        self.mask_cfg = MaskedLMConfig.from_dictionary(
-            dictionary, self.mask_idx, cfg.mask_prob, keep_rand, cfg.sample_alpha, cfg.mlm_words_only
-        )
+        self._keep_rand = keep_rand
+        self._mask_cfg = None
         self.train_sizes: Dict[str, int] = {}  # objective key -> training sentences (language sampling)
+
+    @property
+    def mask_cfg(self) -> MaskedLMConfig:
+        if self._mask_cfg is None:  # the dictionary may come with a checkpoint, after __init__
+            cfg = self.cfg
+            self._mask_cfg = MaskedLMConfig.from_dictionary(
+                self.dictionary, self.mask_idx, cfg.mask_prob, self._keep_rand, cfg.sample_alpha, cfg.mlm_words_only
+            )
+        return self._mask_cfg
 
     def objective_keys(self) -> List[str]:
         keys = [f"mlm_{a}" if b is None else f"tlm_{a}-{b}" for a, b in self.mlm_steps]
