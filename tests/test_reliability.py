@@ -292,7 +292,7 @@ def test_a_rank_that_fails_in_an_objective_stops_every_rank_with_the_reason(data
     proc = run(cmd, ok=False, timeout=600)
     assert proc.returncode != 0
     # torch prefixes a rank's traceback lines with "[rankN]: "
-    reasons = [line for line in proc.stderr.splitlines() if "xlm_fairseq.tasks.base.RankFailure: " in line]
+    reasons = [line for line in proc.stderr.splitlines() if "xlm_fairseq.tasks.rank_agreement.RankFailure: " in line]
     assert any("rank 1 failed in objective bt_" in r and "RuntimeError: injected failure" in r for r in reasons)
     assert any("rank 1 stopped with an error (its log has it); every rank stops here" in r for r in reasons)
 
@@ -332,3 +332,124 @@ def test_a_command_that_ends_while_fairseq_prefetches_batches_exits_cleanly(tmp_
     for _ in range(3):
         proc = run([sys.executable, script, "plugin"], ok=False)
         assert proc.returncode == 0 and "terminate called" not in proc.stderr, proc.stderr[-2000:]
+
+
+FAULT_PLUGIN = '''
+"""Test-only plugin: xlm_fairseq, and a SIGKILL at the moment XLM_FAULT names ("KIND:N", the Nth
+such moment of this process): bt (a back-translation), valid (a validation batch), save (half-way
+through writing a checkpoint), copy (half-way through its copy over checkpoint_last.pt), step (the
+start of an update)."""
+import io, os, signal
+
+import xlm_fairseq  # noqa: F401
+from fairseq import checkpoint_utils
+from xlm_fairseq import checkpoint_copy
+from xlm_fairseq.tasks.translation_lm import TranslationLMTask
+
+KIND, _, COUNT = os.environ.get("XLM_FAULT", ":0").partition(":")
+seen = {"n": 0}
+
+
+def moment(kind):
+    if kind == KIND:
+        seen["n"] += 1
+        return seen["n"] == int(COUNT)
+    return False
+
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def wrap(owner, name, kind):
+    real = getattr(owner, name)
+
+    def wrapped(self, *args, **kwargs):
+        if moment(kind):
+            die()
+        return real(self, *args, **kwargs)
+
+    setattr(owner, name, wrapped)
+
+
+wrap(TranslationLMTask, "back_translate", "bt")
+wrap(TranslationLMTask, "valid_step", "valid")
+wrap(TranslationLMTask, "train_step", "step")
+real_save, real_copy = checkpoint_utils._torch_persistent_save, checkpoint_copy.shutil.copyfileobj
+
+
+def save(obj, f):
+    if not moment("save"):
+        return real_save(obj, f)
+    buffer = io.BytesIO()
+    real_save(obj, buffer)
+    f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+    f.flush()
+    die()
+
+
+class CutShort:
+    @staticmethod
+    def copyfileobj(src, dst, length=0):
+        if not moment("copy"):
+            return real_copy(src, dst, length)
+        dst.write(src.read(os.fstat(src.fileno()).st_size // 2))
+        dst.flush()
+        die()
+
+
+checkpoint_utils._torch_persistent_save = save
+checkpoint_copy.shutil = CutShort
+'''
+
+
+def test_sigkill_at_random_moments_of_unmt_training_loses_nothing(data_bin, pretrained, tmp_path):
+    """AE + BT + validation with BLEU, killed (SIGKILL) ten times at random moments -- inside
+    back-translation, validation, checkpoint writing, the copy over checkpoint_last.pt, the start of
+    an update -- and restarted each time with the same command: every logged training and validation
+    number and the final model are the uninterrupted run's."""
+    import random
+
+    plugin = tmp_path / "fault_plugin"
+    plugin.mkdir()
+    (plugin / "__init__.py").write_text(FAULT_PLUGIN)
+    args = [a if a != ROOT / "xlm_fairseq" else plugin for a in UNMT_ARGS]
+
+    def command(save):
+        return [BIN / "fairseq-train", data_bin, *args, *UNMT_STEPS, "--pretrained-xlm-checkpoint", pretrained,
+                "--valid-lang-pairs", "de-en,en-de", "--max-update", "24", "--validate-interval-updates", "6",
+                "--save-interval-updates", "6", "--no-epoch-checkpoints", "--save-dir", save, "--log-interval", "1",
+                "--log-format", "json"]  # fmt: skip
+
+    def records(text):
+        valid = {int(r["valid_num_updates"]): r for r in json_logs(text, "valid")}
+        return _train_records(text), {u: {k: v for k, v in r.items() if k not in TIMING} for u, r in valid.items()}
+
+    reference = records(run(command(tmp_path / "uninterrupted"), env_extra={"PYTHONUNBUFFERED": "1"}).stdout)
+    got_train, got_valid, kills = {}, {}, []
+    kinds = ["bt", "valid", "save", "copy", "step"]
+    for seed in range(10):
+        rng = random.Random(seed)
+        kind = kinds[seed % len(kinds)]
+        count = rng.randint(1, {"bt": 24, "valid": 4, "save": 2, "copy": 2, "step": 8}[kind])
+        proc = run(
+            command(tmp_path / "faulted"), ok=False, env_extra={"PYTHONUNBUFFERED": "1", "XLM_FAULT": f"{kind}:{count}"}
+        )
+        train, valid = records(proc.stdout)
+        for update, record in train.items():  # the updates a kill repeated are logged twice: equal
+            assert got_train.setdefault(update, record) == record, (kind, count, update)
+        got_valid.update(valid)
+        kills.append((kind, count, proc.returncode))
+        if proc.returncode == 0:
+            break
+        assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    final = run(command(tmp_path / "faulted"), env_extra={"PYTHONUNBUFFERED": "1"})
+    train, valid = records(final.stdout)
+    got_train.update(train)
+    got_valid.update(valid)
+    assert sum(code == -signal.SIGKILL for _, _, code in kills) >= 10, kills
+    assert {kind for kind, _, _ in kills} == set(kinds)
+    assert got_train == reference[0] and got_valid == reference[1], kills
+    ours = torch.load(tmp_path / "faulted" / "checkpoint_last.pt")["model"]
+    theirs = torch.load(tmp_path / "uninterrupted" / "checkpoint_last.pt")["model"]
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours), kills

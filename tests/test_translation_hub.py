@@ -130,7 +130,8 @@ def test_checkpoint_keeps_its_pipeline(unmt, data_bin, tmp_path):
     state = safe_load.load(unmt[0] / "checkpoint_last.pt")
     stored = state["task_state"]["text_pipeline"]
     assert stored["subwords"] == "sentencepiece" and stored["subword_model"] == "spm.model"
-    del state["task_state"]["subword_model"], state["task_state"]["dictionary"]
+    for key in ("subword_model", "dictionary", "dictionary_sha256"):  # what older checkpoints lack
+        del state["task_state"][key]
     older = tmp_path / "older"
     older.mkdir()
     torch_persistent_save(state, str(older / "checkpoint_last.pt"))
@@ -147,3 +148,7 @@ def test_checkpoint_keeps_its_pipeline(unmt, data_bin, tmp_path):
     )
     assert proc.returncode != 0
     assert "spm.model: not the sentencepiece model this model was trained with" in proc.stderr.strip().splitlines()[-1]
+    # with its own data-bin it loads, and says that the dictionary could be checked by its size only
+    proc = subprocess.run([*proc.args[:-1], str(data_bin)], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"{data_bin}/dict.txt: the checkpoint records no digest of its dictionary" in proc.stderr

@@ -19,6 +19,7 @@ from preprocess.layout import DICT_FILE, MODEL_FILE
 from preprocess.pipeline import PipelineSettings, load_pipeline, read_settings, write_settings
 from xlm_fairseq import safe_load
 from xlm_fairseq.convert.out_dir import check_out_dir, staged_out_dir
+from xlm_fairseq.data.dictionary import dictionary_digest, load_dictionary
 from xlm_fairseq.errors import XLMUserError
 
 
@@ -45,8 +46,15 @@ def export_model_dir(checkpoint: str, out_dir: str, data: Optional[str] = None, 
     if dict_dir is None:
         raise XLMUserError(f"no {DICT_FILE} in {', '.join(dirs)}; give --data DATA (the data-bin it was trained on)")
 
+    task_state = dict(state.get("task_state") or {}, text_pipeline=settings.to_dict())
+    digest = dictionary_digest(load_dictionary(os.path.join(dict_dir, DICT_FILE)))
+    if task_state.setdefault("dictionary_sha256", digest) != digest:
+        raise XLMUserError(
+            f"{os.path.join(dict_dir, DICT_FILE)}: not the dictionary the model was trained with; give --data DATA "
+            "(the data-bin it was trained on)"
+        )
     out_dir = os.path.abspath(out_dir)
-    state = dict(state, last_optimizer_state=None, task_state={"text_pipeline": settings.to_dict()})
+    state = dict(state, last_optimizer_state=None, task_state=task_state)
     state["cfg"] = dict(cfg, task=dict(cfg.get("task") or {}, data=out_dir))
     with staged_out_dir(out_dir, force) as tmp:
         shutil.copyfile(os.path.join(dict_dir, DICT_FILE), os.path.join(tmp, DICT_FILE))

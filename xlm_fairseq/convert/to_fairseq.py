@@ -15,6 +15,7 @@ from preprocess.pipeline import PipelineSettings, write_settings
 from preprocess.subwords import write_bpe_codes
 from xlm_fairseq.convert.out_dir import staged_out_dir
 from xlm_fairseq.convert.source import XLMSource, swap_permutation
+from xlm_fairseq.data.dictionary import dictionary_digest, load_dictionary
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LM_PREFIX
 
@@ -202,7 +203,11 @@ def write_fairseq_dir(source: XLMSource, out_dir: str, force: bool = False) -> s
                 {"criterion_name": "XLMCriterion", "optimizer_name": "none", "lr_scheduler_state": {}, "num_updates": 0}
             ],
             "extra_state": {},
-            "task_state": {"text_pipeline": settings.to_dict()},  # as a training checkpoint carries it
+            # as a training checkpoint carries them
+            "task_state": {
+                "text_pipeline": settings.to_dict(),
+                "dictionary_sha256": dictionary_digest(load_dictionary(os.path.join(tmp, DICT_FILE))),
+            },
         }
         torch_persistent_save(checkpoint, os.path.join(tmp, MODEL_FILE))
         _write_fairseq_readme(tmp, source, have_codes)

@@ -2,12 +2,14 @@
 
 import hashlib
 import io
+import json
 import os
 from typing import List, Optional, Tuple
 
 from fairseq.data import Dictionary
 
-from preprocess.layout import DICT_FILE, MASK_SYMBOL
+from preprocess.layout import DICT_FILE, FORMAT_VERSION, MANIFEST_FILE, MASK_SYMBOL
+from xlm_fairseq.errors import XLMUserError
 
 
 def load_dictionary(path: str) -> Dictionary:
@@ -54,3 +56,40 @@ def dictionary_from_state(lines: List[str]) -> Dictionary:
     if MASK_SYMBOL not in dictionary.indices:
         dictionary.add_symbol(MASK_SYMBOL)
     return dictionary
+
+
+def load_data_bin_dictionary(data: str) -> Dictionary:
+    """The data-bin's shared ``dict.txt``; a directory in another layout is named as such."""
+    directory = data.split(os.pathsep)[0]
+    path = os.path.join(directory, DICT_FILE)
+    if not os.path.isfile(path):
+        found = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+        per_lang = [f for f in found if f.startswith("dict.") and f.endswith(".txt")]
+        if per_lang:
+            layout = f"a fairseq-preprocess data-bin ({', '.join(per_lang[:3])}: a dictionary per language)"
+        elif any(f.endswith(".pth") for f in found):
+            layout = "XLM's own binarised data (.pth files)"
+        else:
+            layout = "no dictionary"
+        raise XLMUserError(
+            f"{path}: {layout}; XLM shares one dictionary: make the data-bin from text with "
+            "`python -m preprocess.prepare`"
+        )
+    manifest = os.path.join(directory, MANIFEST_FILE)
+    if os.path.isfile(manifest):
+        with open(manifest, encoding="utf-8") as f:
+            version = json.load(f).get("format")
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            raise XLMUserError(
+                f"{manifest}: data-bin format {version}, newer than this xlm-fairseq reads "
+                f"({FORMAT_VERSION}); update xlm-fairseq"
+            )
+    return load_dictionary(path)
+
+
+def dictionary_may_come_later(data: str) -> bool:
+    """DATA holds no dictionary at all (a model directory, an empty one): the dictionary may come with
+    the checkpoint that is loaded next (fairseq-interactive, the hub); training still stops on it."""
+    directory = data.split(os.pathsep)[0]
+    found = os.listdir(directory) if os.path.isdir(directory) else []
+    return not any(f.startswith("dict.") and f.endswith(".txt") or f.endswith(".pth") for f in found)

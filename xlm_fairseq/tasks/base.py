@@ -1,7 +1,6 @@
 """What the XLM tasks share: one dictionary, a language list, their own criterion, objective loops."""
 
 import contextlib
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from omegaconf import II
 
 from preprocess.errors import UserError
 from preprocess.langs import parse_langs
-from preprocess.layout import DICT_FILE, FORMAT_VERSION, MANIFEST_FILE, MASK_SYMBOL
+from preprocess.layout import DICT_FILE, MASK_SYMBOL
 from preprocess.pipeline import (
     PipelineSettings,
     TextPipeline,
@@ -29,10 +28,16 @@ from preprocess.pipeline import (
     restore_subword_model,
     subword_model_state,
 )
-from xlm_fairseq.data.dictionary import dictionary_digest, dictionary_from_state, dictionary_to_state
-from xlm_fairseq.data.dictionary import load_dictionary as load_dictionary_file
+from xlm_fairseq.data.dictionary import (
+    dictionary_digest,
+    dictionary_from_state,
+    dictionary_may_come_later,
+    dictionary_to_state,
+    load_data_bin_dictionary,
+)
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.precision import set_tf32
+from xlm_fairseq.tasks.rank_agreement import agree_on_failure
 
 logger = logging.getLogger(__name__)
 
@@ -55,43 +60,6 @@ def lambda_schedule(value: str, option: str = "lambda") -> PiecewiseLinearFn:
     if min(y for _, y in schedule.pieces) < 0:
         raise XLMUserError(f"--{option}: schedule '{value}' has a negative weight")
     return schedule
-
-
-def load_dictionary(data: str) -> Dictionary:
-    """The data-bin's shared ``dict.txt``; a directory in another layout is named as such."""
-    directory = data.split(os.pathsep)[0]
-    path = os.path.join(directory, DICT_FILE)
-    if not os.path.isfile(path):
-        found = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
-        per_lang = [f for f in found if f.startswith("dict.") and f.endswith(".txt")]
-        if per_lang:
-            layout = f"a fairseq-preprocess data-bin ({', '.join(per_lang[:3])}: a dictionary per language)"
-        elif any(f.endswith(".pth") for f in found):
-            layout = "XLM's own binarised data (.pth files)"
-        else:
-            layout = "no dictionary"
-        raise XLMUserError(
-            f"{path}: {layout}; XLM shares one dictionary: make the data-bin from text with "
-            "`python -m preprocess.prepare`"
-        )
-    manifest = os.path.join(directory, MANIFEST_FILE)
-    if os.path.isfile(manifest):
-        with open(manifest, encoding="utf-8") as f:
-            version = json.load(f).get("format")
-        if isinstance(version, int) and version > FORMAT_VERSION:
-            raise XLMUserError(
-                f"{manifest}: data-bin format {version}, newer than this xlm-fairseq reads "
-                f"({FORMAT_VERSION}); update xlm-fairseq"
-            )
-    return load_dictionary_file(path)
-
-
-def _dictionary_later(data: str) -> bool:
-    """DATA holds no dictionary at all (a model directory, an empty one): the dictionary may come with
-    the checkpoint that is loaded next (fairseq-interactive, the hub); training still stops on it."""
-    directory = data.split(os.pathsep)[0]
-    found = os.listdir(directory) if os.path.isdir(directory) else []
-    return not any(f.startswith("dict.") and f.endswith(".txt") or f.endswith(".pth") for f in found)
 
 
 def bare_model(model):
@@ -143,30 +111,6 @@ class XLMTaskConfig(XLMDataConfig):
     )
 
 
-class RankFailure(RuntimeError):
-    """An objective failed on one data-parallel rank, raised on every rank so that none waits for it
-    in a collective. Out of memory anywhere reads "out of memory" everywhere: fairseq's trainer then
-    recovers from it on every rank alike."""
-
-
-def agree_on_failure(failure: Optional[Tuple[str, BaseException]], device) -> None:
-    """Every data-parallel rank learns whether any has failed (one all-reduce of two numbers)."""
-    rank = distributed_utils.get_data_parallel_rank()
-    oom = failure is not None and "out of memory" in str(failure[1])
-    flags = torch.tensor([0 if failure is None else rank + 1, int(oom)], device=device)
-    distributed_utils.all_reduce(flags, distributed_utils.get_data_parallel_group(), op="max")
-    failed, oom = (int(x) for x in flags.tolist())
-    if not failed:
-        return
-    what = "out of memory" if oom else "an error"
-    if failure is None:
-        raise RankFailure(f"rank {failed - 1} stopped with {what} (its log has it); every rank stops here")
-    key, error = failure
-    raise RankFailure(
-        f"rank {rank} failed in objective {key}: {type(error).__name__}: {error}; every rank stops here"
-    ) from error
-
-
 class XLMTask(FairseqTask):
     """Base of ``cross_lingual_lm`` and ``translation_lm``.
 
@@ -201,7 +145,7 @@ class XLMTask(FairseqTask):
     def dictionary(self) -> Dictionary:
         if self._dictionary is None:  # no dict.txt in DATA: the loaded checkpoint's, if it carries one
             if not self.state.state_dict.get("dictionary"):
-                load_dictionary(self.cfg.data)  # raises: names DATA's dict.txt
+                load_data_bin_dictionary(self.cfg.data)  # raises: names DATA's dict.txt
             self._dictionary = dictionary_from_state(self.state.dictionary)
         return self._dictionary
 
@@ -213,8 +157,13 @@ class XLMTask(FairseqTask):
         return subword_model_state(pipeline) if pipeline is not None else None
 
     def build_model(self, cfg, from_checkpoint=False):
+        source = getattr(self.dictionary, "source_file", None) or os.path.join(self.data_dir, DICT_FILE)
+        if from_checkpoint and "dictionary_sha256" not in self.state.state_dict:
+            logger.warning(
+                f"{source}: the checkpoint records no digest of its dictionary (an older xlm-fairseq made it), so "
+                "this dictionary is checked by its size only: use the data-bin the model was trained with"
+            )
         if self.state.dictionary_sha256 != dictionary_digest(self.dictionary):
-            source = getattr(self.dictionary, "source_file", None) or os.path.join(self.data_dir, DICT_FILE)
             raise XLMUserError(
                 f"{source}: not the dictionary the model was trained with ({len(self.dictionary)} types, other "
                 "symbols or order); give the data-bin it was trained on, or a model dir made by xlm_fairseq.export"
@@ -278,8 +227,8 @@ class XLMTask(FairseqTask):
     @classmethod
     def setup_task(cls, cfg, **kwargs):
         dictionary = None
-        if not _dictionary_later(cfg.data):
-            dictionary = load_dictionary(cfg.data)
+        if not dictionary_may_come_later(cfg.data):
+            dictionary = load_data_bin_dictionary(cfg.data)
             logger.info(f"dictionary: {len(dictionary)} types")
         task = cls(cfg, dictionary)
         task.state.text_pipeline  # read now: a bad text_pipeline.json fails before training starts
