@@ -17,7 +17,8 @@ def atomic_write(path: str, binary: bool = False):
     and an existing ``path`` is left as it was."""
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
+    clean_leftovers(path)  # the temporary files of earlier writes of path that were killed
+    fd, tmp = tempfile.mkstemp(prefix="." + _owner_prefix(path, "tmp"), dir=parent)
     try:
         with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             yield f
@@ -30,7 +31,8 @@ def atomic_write(path: str, binary: bool = False):
 
 
 def _owner_prefix(final: str, kind: str) -> str:
-    """``DEST.partial-HOST-PID-`` / ``DEST.old-HOST-PID-``: whose staging directory it is."""
+    """``DEST.partial-HOST-PID-`` / ``DEST.old-HOST-PID-`` / ``DEST.tmp-HOST-PID-``: whose staging
+    directory or temporary file it is."""
     return f"{os.path.basename(final)}.{kind}-{socket.gethostname()}-{os.getpid()}-"
 
 
@@ -45,11 +47,12 @@ def _alive(pid: int) -> bool:
 
 
 def clean_leftovers(final: str) -> List[str]:
-    """Staging directories of ``final`` left by a killed run on this host (its process is gone):
-    a ``.partial-`` one is deleted; an ``.old-`` one holds the previous ``final``, put back if the
-    kill came between the two renames, else deleted. Returns what was done, a line each."""
+    """Staging directories and temporary files of ``final`` left by a killed run on this host (its
+    process is gone): a ``.partial-`` directory or ``.tmp-`` file is deleted; an ``.old-`` directory
+    holds the previous ``final``, put back if the kill came between the two renames, else deleted.
+    Returns what was done, a line each."""
     parent, base = os.path.split(os.path.abspath(final))
-    pattern = re.compile(re.escape(base) + r"\.(partial|old)-(.+)-(\d+)-[^-]+$")
+    pattern = re.compile(r"\.?" + re.escape(base) + r"\.(partial|old|tmp)-(.+)-(\d+)-[^-]+$")
     done = []
     for name in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
         match = pattern.match(name)
@@ -62,7 +65,11 @@ def clean_leftovers(final: str) -> List[str]:
             done.append(f"{final}: put back from {path}, where a killed run (pid {match.group(3)}) had moved it")
         else:
             done.append(f"removed {path}, left by a killed run (pid {match.group(3)})")
-        shutil.rmtree(path, ignore_errors=True)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
     return done
 
 

@@ -797,3 +797,26 @@ def test_a_killed_build_leaves_nothing_the_next_run_does_not_clean(tmp_path, raw
     assert result.returncode == 0 and "is up to date" in result.stdout, result.stderr
     assert f"prepare: {dest}: put back from {old}" in result.stderr
     assert snapshot(dest) == before and siblings(dest) == []
+
+
+def test_a_write_killed_half_way_leaves_no_temporary_file_behind(tmp_path):
+    """atomic_write's temporary file, left by a SIGKILL mid-write, is removed by the next write of
+    that path (one of a live process is not)."""
+    import socket
+
+    from preprocess.files import atomic_write
+
+    out = tmp_path / "out.txt"
+    code = "import os, signal, sys\nfrom preprocess.files import atomic_write\n"
+    code += "with atomic_write(sys.argv[1]) as f:\n"
+    code += "    f.write('x' * 100000); f.flush(); os.kill(os.getpid(), signal.SIGKILL)\n"
+    proc = subprocess.Popen([sys.executable, "-c", code, out], cwd=REPO)
+    assert proc.wait() == -9 and not out.exists()
+    (left,) = [p.name for p in tmp_path.iterdir()]
+    assert left.startswith(f".out.txt.tmp-{socket.gethostname()}-{proc.pid}-")
+    live = tmp_path / f".out.txt.tmp-{socket.gethostname()}-{os.getpid()}-abcd1234"
+    live.write_text("")
+    with atomic_write(out) as f:
+        f.write("whole\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, "out.txt"])
+    assert out.read_text() == "whole\n"
