@@ -100,12 +100,17 @@ def staged_dir(final: str):
         raise
 
 
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
+def file_digest(path: str, algorithm: str = "sha256") -> str:
+    """The hex digest of a file's bytes, read in blocks (hashlib's names: sha256, md5, ...)."""
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def file_sha256(path: str) -> str:
+    return file_digest(path, "sha256")
 
 
 def _umask() -> int:

@@ -6,7 +6,6 @@ vocabularies. Each ``cmd_*`` takes the parsed arguments, writes its output whole
 
 import copy
 import gzip
-import hashlib
 import os
 import re
 import shutil
@@ -15,7 +14,7 @@ import zipfile
 from typing import Dict, Iterable, Iterator, List, Tuple
 
 from preprocess.errors import UserError
-from preprocess.files import atomic_write, file_sha256, staged_dir
+from preprocess.files import atomic_write, file_digest, file_sha256, staged_dir
 from preprocess.layout import SPECIAL_SYMBOLS, XLM_SYMBOLS
 
 UNVERIFIED = "UNVERIFIED"
@@ -170,7 +169,7 @@ def cached_test_set(dataset, langpair: str, offline: bool, hint: str) -> List[st
     archives = [
         (os.path.join(dataset._rawdir, dataset._get_tarball_filename(url)), md5) for url, md5 in zip(dataset.data, md5s)
     ]
-    verified = [md5 is not None and os.path.isfile(path) and _md5(path) == md5 for path, md5 in archives]
+    verified = [md5 is not None and os.path.isfile(path) and file_digest(path, "md5") == md5 for path, md5 in archives]
     if offline and not all(verified):
         if all(os.path.isfile(f) for f in files):  # a copied cache without its archives: as sacrebleu made it
             return dataset.get_reference_files(langpair)
@@ -202,14 +201,6 @@ def cached_test_set(dataset, langpair: str, offline: bool, hint: str) -> List[st
             out.write("".join(f"{md5}  {os.path.basename(path)}\n" for path, md5 in archives))
     shutil.rmtree(build, ignore_errors=True)
     return dataset.get_reference_files(langpair)
-
-
-def _md5(path: str) -> str:
-    digest = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------

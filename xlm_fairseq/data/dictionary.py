@@ -58,22 +58,25 @@ def dictionary_from_state(lines: List[str]) -> Dictionary:
     return dictionary
 
 
+def _other_layout(directory: str) -> Optional[str]:
+    """What a directory without ``dict.txt`` holds instead, if it is a data-bin of another layout."""
+    found = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    per_lang = [f for f in found if f.startswith("dict.") and f.endswith(".txt")]
+    if per_lang:
+        return f"a fairseq-preprocess data-bin ({', '.join(per_lang[:3])}: a dictionary per language)"
+    if any(f.endswith(".pth") for f in found):
+        return "XLM's own binarised data (.pth files)"
+    return None
+
+
 def load_data_bin_dictionary(data: str) -> Dictionary:
     """The data-bin's shared ``dict.txt``; a directory in another layout is named as such."""
     directory = data.split(os.pathsep)[0]
     path = os.path.join(directory, DICT_FILE)
     if not os.path.isfile(path):
-        found = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
-        per_lang = [f for f in found if f.startswith("dict.") and f.endswith(".txt")]
-        if per_lang:
-            layout = f"a fairseq-preprocess data-bin ({', '.join(per_lang[:3])}: a dictionary per language)"
-        elif any(f.endswith(".pth") for f in found):
-            layout = "XLM's own binarised data (.pth files)"
-        else:
-            layout = "no dictionary"
         raise XLMUserError(
-            f"{path}: {layout}; XLM shares one dictionary: make the data-bin from text with "
-            "`python -m preprocess.prepare`"
+            f"{path}: {_other_layout(directory) or 'no dictionary'}; XLM shares one dictionary: make the data-bin "
+            "from text with `python -m preprocess.prepare`"
         )
     manifest = os.path.join(directory, MANIFEST_FILE)
     if os.path.isfile(manifest):
@@ -91,5 +94,4 @@ def dictionary_may_come_later(data: str) -> bool:
     """DATA holds no dictionary at all (a model directory, an empty one): the dictionary may come with
     the checkpoint that is loaded next (fairseq-interactive, the hub); training still stops on it."""
     directory = data.split(os.pathsep)[0]
-    found = os.listdir(directory) if os.path.isdir(directory) else []
-    return not any(f.startswith("dict.") and f.endswith(".txt") or f.endswith(".pth") for f in found)
+    return not os.path.isfile(os.path.join(directory, DICT_FILE)) and _other_layout(directory) is None
