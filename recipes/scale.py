@@ -69,6 +69,7 @@ PRETRAIN_RUNS = {  # name: (changes, budgets in minutes)
     "heads8": (dict(heads=8), (15,)),
     "vocab2k": (dict(vocab=2000), (15,)),
     "vocab8k": (dict(vocab=8000), (15,)),
+    "stream32": (dict(stream=32), (15,)),
     "stream64": (dict(stream=64), (15,)),
     "stream256": (dict(stream=256), (15,)),
     "batch1k": (dict(batch=1024), (15,)),
@@ -77,6 +78,8 @@ PRETRAIN_RUNS = {  # name: (changes, budgets in minutes)
     "lr2e-3": (dict(lr=2e-3), (15,)),
     "warmup250": (dict(warmup=250), (15,)),
     "warmup4000": (dict(warmup=4000), (15,)),
+    "dropout0": (dict(dropout=0.0), (15,)),  # dropout and attention dropout 0: under-trained, not over-fitted
+    "stream64_dropout0": (dict(stream=64, dropout=0.0), (15,)),  # the two changes that left the plateau at 8 min
     "mlm_only": (dict(steps="en,de"), (15,)),
     "words_only": (dict(words_only=True), (15,)),  # --mlm-words-only: ours before XLM's mask_out (#24)
 }

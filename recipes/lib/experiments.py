@@ -22,8 +22,10 @@ from driver import ROOT, Driver
 BIN = Path(sys.executable).parent
 
 
-def model_args(p: dict, dropout=0.1) -> list:
-    """xlm_transformer of ``p`` (dim, layers, heads, ffn), encoder and decoder alike."""
+def model_args(p: dict) -> list:
+    """xlm_transformer of ``p`` (dim, layers, heads, ffn; dropout, 0.1 unless given), encoder and
+    decoder alike."""
+    dropout = p.get("dropout", 0.1)
     out = ["--arch", "xlm_tiny"]
     for side in ("encoder", "decoder"):
         out += [f"--{side}-embed-dim", p["dim"], f"--{side}-layers", p["layers"],
