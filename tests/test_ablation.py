@@ -36,7 +36,11 @@ def test_ablation_quick_runs_every_kind_of_run(tmp_path):
     # --mt-lr reaches every MT run (ours and the peer's), pretraining keeps its own
     for name in runs.split(","):
         assert "'lr': [0.0007]" in (tmp_path / "w" / "checkpoints" / name / "train.log").read_text(), name
-    assert "'lr': [0.001]" in (tmp_path / "w" / "checkpoints" / "pretrain_mlm_tlm" / "train.log").read_text()
+    pretrain_log = (tmp_path / "w" / "checkpoints" / "pretrain_mlm_tlm" / "train.log").read_text()
+    assert "'lr': [0.001]" in pretrain_log
+    # the sweep's pretraining: no dropout (MT keeps 0.1)
+    assert "'dropout': 0.0," in pretrain_log and "'attention_dropout': 0.0," in pretrain_log
+    assert "'dropout': 0.1," in (tmp_path / "w" / "checkpoints" / "unmt_mlm_tlm" / "train.log").read_text()
     table = (tmp_path / "w" / "results.md").read_text()
     assert "0.0007 MT" in table and "| pretrain_mlm_tlm |" in table and "| copy the source |" in table
     assert "| unmt_mlm_tlm | mlm_tlm | xlm |" in table and "| fairseq_transformer_de-en |" in table
