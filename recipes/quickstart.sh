@@ -117,10 +117,11 @@ stage_key() {
 stage_clock_start
 
 MODEL=(--arch xlm_tiny --encoder-embed-dim "$DIM" --encoder-layers "$LAYERS" --encoder-attention-heads 4
-       --decoder-embed-dim "$DIM" --decoder-layers "$LAYERS" --decoder-attention-heads 4 --dropout 0.1 --attention-dropout 0.1)
+       --decoder-embed-dim "$DIM" --decoder-layers "$LAYERS" --decoder-attention-heads 4)
 # pretraining on 64-token streams without dropout: in 8 minutes the only settings of the sweep
 # that left the unigram plateau (recipes/README.md); translation keeps dropout 0.1
 PRETRAIN_SHAPE=(--tokens-per-sample 64 --dropout 0 --attention-dropout 0)
+TRANSLATE_DROPOUT=(--dropout 0.1 --attention-dropout 0.1)
 # XLM's loop (one Adam step, clip and LR step per objective): on small batches it learns more per
 # CPU-minute than the summed step (recipes/README.md); the lambda schedules count iterations
 COMMON=(--user-dir "$ROOT/xlm_fairseq" --cpu --num-workers 0 --seed 1 --log-interval 100 --no-epoch-checkpoints
@@ -158,7 +159,7 @@ stage_translate() {
   run_logged "$WORK/logs/translate.out" fairseq-train "$DATA" "${COMMON[@]}" "$WORK/logs/translate.log" --task translation_lm --langs de,en \
     "${OBJECTIVES[@]}" --word-shuffle 3 --word-dropout 0.1 --word-blank 0.1 \
     --pretrained-xlm-checkpoint "$WORK/checkpoints/pretrain/checkpoint_best.pt" \
-    "${MODEL[@]}" --max-tokens 2000 --max-sentence-len 100 \
+    "${MODEL[@]}" "${TRANSLATE_DROPOUT[@]}" --max-tokens 2000 --max-sentence-len 100 \
     --optimizer adam --adam-betas '(0.9,0.98)' --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates 500 \
     --max-update "$MT_UPDATES" --stop-time-hours "$MT_HOURS" --validate-interval-updates "$VALID_EVERY" \
     --save-interval-updates "$VALID_EVERY" --keep-interval-updates 1 --best-checkpoint-metric bleu_tok_de-en \

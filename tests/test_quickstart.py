@@ -67,8 +67,9 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     assert _checksums(work / "data-bin") == data_bin
     # the sweep's pretraining (64-token streams, no dropout); translation keeps dropout 0.1
     pretrain_log = (work / "logs" / "pretrain.log").read_text()
-    assert "'tokens_per_sample': 64," in pretrain_log and "'dropout': 0.0," in pretrain_log
-    assert "'dropout': 0.1," in (work / "logs" / "translate.log").read_text()
+    assert "'tokens_per_sample': 64," in pretrain_log
+    assert "'dropout': 0.0, 'attention_dropout': 0.0," in pretrain_log
+    assert "'dropout': 0.1, 'attention_dropout': 0.1," in (work / "logs" / "translate.log").read_text()
     assert "3/4 semi-supervised MT (MT on 1000 pairs + AE + back-translation" in proc.stdout  # says which ran
     assert "copy source" in proc.stdout and "recipes/ablation.sh" in proc.stdout
     for test_set, lines in (("docs", 100), ("yours", 40)):
