@@ -14,11 +14,13 @@ def _scale(*args):
 def test_scale_quick_pretrains_scores_and_translates(tmp_path):
     assert (SHARED / "en-de" / "docs.natural.en").exists(), f"the sweep needs the shared corpora at {SHARED}"
     work = tmp_path / "w"
-    proc = _scale("--quick", "--runs", "d64_l2,d128_l3,sup", "--lm", "d64_l2@0.4", "--work-dir", work)
+    proc = _scale(
+        "--quick", "--runs", "d64_l2,stream64_dropout0,sup", "--lm", "stream64_dropout0@0.4", "--work-dir", work
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     results = json.loads((work / "results.json").read_text())
-    assert set(results["speed"]) == {"d64_l2", "d128_l3"} and all(v > 0 for v in results["speed"].values())
-    for name in ("d64_l2", "d128_l3"):
+    assert set(results["speed"]) == {"d64_l2", "stream64_dropout0"} and all(v > 0 for v in results["speed"].values())
+    for name in ("d64_l2", "stream64_dropout0"):
         entry = results["pretrain"][name]
         assert sorted(entry["budgets"]) == ["0.2", "0.4"]
         for point in entry["budgets"].values():
@@ -31,16 +33,25 @@ def test_scale_quick_pretrains_scores_and_translates(tmp_path):
     small = results["pretrain"]["d64_l2"]["budgets"]
     assert small["0.2"]["updates"] < small["0.4"]["updates"] <= round(results["speed"]["d64_l2"] * 60 * 0.4) + 1
     sup = results["translate"]["sup"]
-    assert sup["config"]["init"] == "d64_l2@0.4"
-    assert "'pretrained_xlm_checkpoint'" in (work / "translate" / "sup" / "train.log").read_text()
+    assert sup["config"]["init"] == "stream64_dropout0@0.4"
+    translate_log = (work / "translate" / "sup" / "train.log").read_text()
+    assert "'pretrained_xlm_checkpoint'" in translate_log
+    # the LM ran without dropout, its translation with 0.1
+    assert (
+        "'dropout': 0.0, 'attention_dropout': 0.0,"
+        in (work / "pretrain" / "stream64_dropout0" / "train.log").read_text()
+    )
+    assert "'dropout': 0.1, 'attention_dropout': 0.1," in translate_log
     for point in sup["budgets"].values():
         for d in ("de-en", "en-de"):
             assert 0 <= point[d]["bleu"] <= 100 and point[d]["ref_logprob"] < 0
     table = (work / "results.md").read_text()
-    assert "| d64_l2 | dim 64, layers 2, ffn 256 |" in table and "| sup | d64_l2@0.4 | sup |" in table
+    assert "| d64_l2 | dim 64, layers 2, ffn 256 |" in table and "| sup | stream64_dropout0@0.4 | sup |" in table
     assert "copying the source scores" in table
     # a re-run skips what is done; a bad --lm is one line
-    again = _scale("--quick", "--runs", "d64_l2,d128_l3,sup", "--lm", "d64_l2@0.4", "--work-dir", work)
+    again = _scale(
+        "--quick", "--runs", "d64_l2,stream64_dropout0,sup", "--lm", "stream64_dropout0@0.4", "--work-dir", work
+    )
     assert again.returncode == 0 and "pretrain d64_l2: to" not in again.stderr + again.stdout
     bad = _scale("--quick", "--lm", "nope@5", "--work-dir", work)
     assert bad.returncode == 2 and "--lm: expected RUN@MINUTES" in bad.stderr
