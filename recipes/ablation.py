@@ -281,17 +281,20 @@ class Ablation(Driver):
         if pre:
             lines += ["", "The LMs: XLM's validation perplexity (every predicted position shown as the mask) on the "
                       "valid sentences beside the unigram model of the training text; the alignment probe "
-                      "(word translation de→en, `xlm_fairseq.lexicon`, precision@1 NN / CSLS) beside the same "
-                      "architecture at random initialisation.", "",
+                      "(word translation de→en, `xlm_fairseq.lexicon`, precision@1 NN / CSLS; all words, and "
+                      "contextual among the 1,000 most frequent of each language) beside the same architecture at "
+                      "random initialisation.", "",
                       "| LM | updates | perplexity en / de | unigram en / de | probe P@1 embeddings | "
-                      "probe P@1 contextual | random init: embeddings | random init: contextual |",
-                      "|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+                      "probe P@1 contextual | contextual, frequent | random init: embeddings | random init: contextual "
+                      "| random init: frequent |",
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
             for n in pre:
                 ev = results[n]["eval"]
                 lm = ev["lm"]
                 cells = [" / ".join(str(lm[x][m]) for x in ("en", "de")) for m in ("fullmask_ppl", "unigram_ppl")]
                 for probe in (ev["probe"], ev["probe_random"]):
                     cells += [f"{probe[k]['nn_p@1']} / {probe[k]['csls_p@1']}" for k in ("embeddings", "contextual")]
+                    cells.append(Measure.frequent_cell(probe))
                 lines.append(f"| {n} | {results[n]['train']['updates']} | " + " | ".join(cells) + " |")
         return "\n".join(lines) + "\n"
 

@@ -295,10 +295,10 @@ class Sweep(Driver):
                       "position shown as the mask) at the run's own stream length, the unigram model of the training "
                       "text beside it, and their log ratio (below 1: better than the unigram model; comparable across "
                       "vocabularies). Probe: word translation de→en, precision@1 (NN / CSLS), input embeddings and "
-                      "contextual states.", "",
+                      "contextual states, and contextual among the 1,000 most frequent words of each language.", "",
                       "| run | changes | params (non-emb.) | budget min | updates | ppl en / de | unigram en / de "
-                      "| ln ppl / ln unigram | P@1 emb. NN / CSLS | P@1 ctx. NN / CSLS |",
-                      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+                      "| ln ppl / ln unigram | P@1 emb. NN / CSLS | P@1 ctx. NN / CSLS | P@1 ctx. frequent |",
+                      "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
             for name, entry in results["pretrain"].items():
                 changes = ", ".join(f"{k} {v}" for k, v in PRETRAIN_RUNS.get(name, ({},))[0].items()) or "base"
                 rows = list(entry["budgets"].items())
@@ -317,7 +317,8 @@ class Sweep(Driver):
                         unigram = " / ".join(f"{lm[x]['unigram_ppl']:.1f}" for x in ("en", "de"))
                         lm_cells = f"{params:.2f} M | {budget} | {point['updates']} | {ppl} | {unigram} | {ratio:.3f}"
                     probe_cells = (
-                        f"{emb['nn_p@1']:.1f} / {emb['csls_p@1']:.1f} | {ctx['nn_p@1']:.1f} / {ctx['csls_p@1']:.1f}"
+                        f"{emb['nn_p@1']:.1f} / {emb['csls_p@1']:.1f} | {ctx['nn_p@1']:.1f} / {ctx['csls_p@1']:.1f} "
+                        f"| {Measure.frequent_cell(probe)}"
                     )
                     lines.append(f"| {name} | {changes} | {lm_cells} | {probe_cells} |")
         if results.get("translate"):

@@ -52,6 +52,12 @@ def test_probe_of_a_pretrained_model(probe_json):
         for method in ("nn", "csls"):
             assert 0 <= r[f"{method}_p@1"] <= r[f"{method}_p@5"] <= 100
         assert -1 <= r["cos_random"] <= 1 and -1 <= r["cos_pairs"] <= 1
+    # the band of frequent words: a subset of the queries, among the 1,000 most frequent candidates
+    band = result["frequent"]
+    assert band["words"] == 1000 and band["target_candidates"] <= 1000
+    assert 0 < band["evaluated_source_words"] < result["evaluated_source_words"]
+    assert 0 <= band["contextual"]["csls_p@1"] <= band["contextual"]["csls_p@5"] <= 100
+    assert "among the 1000 most frequent words of each language" in stdout
 
 
 def test_the_data_bin_a_checkpoint_names_is_the_default(pretrained, probe_json):
@@ -106,6 +112,7 @@ def test_bad_input_is_one_line(pretrained, data_bin, tmp_path, unmt):
         ((pretrained, "--dict", bad, "--data", data_bin), f"{bad}:2: expected 'source target'"),
         ((pretrained, "--dict", tmp_path / "missing.txt"), "missing.txt: no such file (--dict)"),
         ((pretrained, "--dict", BLI, "--src", "fr", "--data", data_bin), "language 'fr' is not one of the model's"),
+        ((pretrained, "--dict", BLI, "--frequent", "-1"), "--frequent: expected a number of words >= 0, got -1"),
         ((unmt[0] / "checkpoint_last.pt", "--dict", BLI, "--data", data_bin), "not a pretrained LM"),
     ]
     for args, message in cases:

@@ -12,6 +12,10 @@ last-layer states of the word read alone (``</s> pieces </s>``, its language id)
 subwords. The mean cosine of the listed pairs (what XLM's paper reports) is printed beside the mean
 cosine of random pairs of the same words, its chance level.
 
+On a small corpus most dictionary words are rare, and a word seen a few times cannot be aligned
+yet; so the same retrieval is also scored among the ``--frequent`` most frequent words of each
+language (default 1,000: the source words and the candidates), where alignment shows first.
+
 The words of each language are the ``--max-words`` most frequent alphabetic words of the data-bin's
 training text in that language (monolingual and parallel files; default: the data-bin the model
 was trained on), in their most frequent casing; dictionaries are lowercase, matched case-blind.
@@ -38,6 +42,7 @@ from preprocess.files import atomic_write
 
 CSLS_K = 10
 TOP_K = (1, 5)
+FREQUENT_WORDS = 1000
 VECTOR_KINDS = ("embeddings", "contextual")
 
 
@@ -168,8 +173,12 @@ def pair_cosines(src_vecs, tgt_vecs, seed: int = 0) -> Tuple[float, float]:
     return round(listed, 4), round(cos(src_vecs, tgt_vecs[perm], dim=-1).mean().item(), 4)
 
 
-def evaluate(hub, dictionary: Dict[str, List[str]], src_lang: str, tgt_lang: str, data: str, max_words: int) -> dict:
-    """The probe's numbers for one model: {kind: {nn_p@1, ..., cos_pairs, cos_random}, counts...}."""
+def evaluate(
+    hub, dictionary: Dict[str, List[str]], src_lang: str, tgt_lang: str, data: str, max_words: int, frequent: int = 0
+) -> dict:
+    """The probe's numbers for one model: {kind: {nn_p@1, ..., cos_pairs, cos_random}, counts...}, and
+    with ``frequent`` the same retrieval among that many most frequent words of each language
+    (``result["frequent"]``)."""
     for lang in (src_lang, tgt_lang):
         hub._check_lang(lang)
     src_all = training_words(hub, data, src_lang, max_words) if data else []
@@ -210,7 +219,29 @@ def evaluate(hub, dictionary: Dict[str, List[str]], src_lang: str, tgt_lang: str
         )
         listed, chance = pair_cosines(vectors["pair_src"][kind], vectors["pair_tgt"][kind])
         result[kind] = {**scores, "cos_pairs": listed, "cos_random": chance}
+    if frequent and source == "training text":  # (vocabulary pieces have no frequency order)
+        result["frequent"] = frequent_band(vectors, src_all, tgt_all, queries, dictionary, frequent)
     return result
+
+
+def frequent_band(vectors, src_all, tgt_all, queries, dictionary, n: int) -> dict:
+    """Retrieval restricted to the ``n`` most frequent words of each language (``src_all`` and
+    ``tgt_all`` are in frequency order): the queries among the first and the candidates the second."""
+    src_top = {w.lower() for w in src_all[:n]}
+    tgt_top = {w.lower() for w in tgt_all[:n]}
+    rows = [i for i, w in enumerate(queries) if w in src_top and any(a in tgt_top for a in dictionary[w])]
+    band = {"words": n, "evaluated_source_words": len(rows), "target_candidates": min(n, len(tgt_all))}
+    for kind in VECTOR_KINDS:
+        if rows:
+            band[kind] = induce(
+                vectors["src"][kind][rows],
+                [queries[i] for i in rows],
+                vectors["src_all"][kind][:n],
+                vectors["tgt"][kind][:n],
+                tgt_all[:n],
+                [dictionary[queries[i]] for i in rows],
+            )
+    return band
 
 
 def report(result: dict, model: str) -> str:
@@ -228,6 +259,18 @@ def report(result: dict, model: str) -> str:
             f"{kind:<11} {r['nn_p@1']:>7.2f} {r['nn_p@5']:>7.2f} {r['csls_p@1']:>9.2f} {r['csls_p@5']:>9.2f} "
             f"{r['cos_pairs']:>10.4f} {r['cos_random']:>11.4f}"
         )
+    band = result.get("frequent")
+    if band:
+        lines.append(
+            f"among the {band['words']} most frequent words of each language: {band['evaluated_source_words']} "
+            f"source words with a listed translation among {band['target_candidates']} {tgt} words"
+        )
+        for kind in VECTOR_KINDS:
+            if kind in band:
+                r = band[kind]
+                lines.append(
+                    f"{kind:<11} {r['nn_p@1']:>7.2f} {r['nn_p@5']:>7.2f} {r['csls_p@1']:>9.2f} {r['csls_p@5']:>9.2f}"
+                )
     return "\n".join(lines)
 
 
@@ -269,6 +312,12 @@ def main(argv=None) -> int:
     p.add_argument("--src", default=None, help="the dictionary's source language (default: from its name, XX-YY)")
     p.add_argument("--tgt", default=None, help="the dictionary's target language (default: from its name)")
     p.add_argument("--max-words", type=int, default=20000, help="candidate words per language (default 20000)")
+    p.add_argument(
+        "--frequent",
+        type=int,
+        default=FREQUENT_WORDS,
+        help=f"also score among this many most frequent words of each language (default {FREQUENT_WORDS}; 0: not)",
+    )
     p.add_argument("--random-init", action="store_true", help="score the same architecture with fresh weights")
     p.add_argument("--json", help="write the result to this JSON file")
 
@@ -276,6 +325,8 @@ def main(argv=None) -> int:
         args = p.parse_args(argv)
         for name in ("fairseq", "xlm_fairseq"):  # their INFO lines would bury the table
             logging.getLogger(name).setLevel(logging.WARNING)
+        if args.frequent < 0:
+            raise UserError(f"--frequent: expected a number of words >= 0, got {args.frequent}")
         dictionary = read_dictionary(args.dict)
         src, tgt = args.src, args.tgt
         if src is None or tgt is None:
@@ -285,7 +336,7 @@ def main(argv=None) -> int:
             src, tgt = src or stem.split("-")[0], tgt or stem.split("-")[1]
         data = args.data or default_data(args.model, args.checkpoint_file)
         hub = load_model(args.model, args.checkpoint_file, data, args.random_init)
-        result = evaluate(hub, dictionary, src, tgt, data, args.max_words)
+        result = evaluate(hub, dictionary, src, tgt, data, args.max_words, args.frequent)
         result["model"] = args.model + (" (random init)" if args.random_init else "")
         print(report(result, result["model"]))
         if args.json:

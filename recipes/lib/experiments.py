@@ -181,7 +181,14 @@ class Measure:
                "--json", out_json]  # fmt: skip
         self.driver.run(cmd + (["--random-init"] if random_init else []), log)
         result = json.loads(Path(out_json).read_text())
-        return {kind: result[kind] for kind in ("embeddings", "contextual")}
+        return {kind: result[kind] for kind in ("embeddings", "contextual", "frequent") if kind in result}
+
+    @staticmethod
+    def frequent_cell(probe) -> str:
+        """'NN / CSLS' precision@1 of the contextual vectors among the most frequent words (— for a
+        probe run before that band existed)."""
+        scores = probe.get("frequent", {}).get("contextual")
+        return f"{scores['nn_p@1']:.1f} / {scores['csls_p@1']:.1f}" if scores else "—"
 
     # ---- translation models ----------------------------------------------------------------
 
