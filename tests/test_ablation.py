@@ -33,6 +33,7 @@ def test_ablation_quick_runs_every_kind_of_run(tmp_path):
         assert lm["lm"][lang]["fullmask_ppl"] > 1 and lm["lm"][lang]["unigram_ppl"] > 1
     for probe in ("probe", "probe_random"):
         assert 0 <= lm[probe]["embeddings"]["nn_p@1"] <= lm[probe]["embeddings"]["nn_p@5"] <= 100
+        assert lm[probe]["frequent"]["words"] == 1000  # the band of frequent words is recorded too
     # --mt-lr reaches every MT run (ours and the peer's), pretraining keeps its own
     for name in runs.split(","):
         assert "'lr': [0.0007]" in (tmp_path / "w" / "checkpoints" / name / "train.log").read_text(), name
