@@ -41,8 +41,8 @@ from driver import Driver, add_shared_data_option, check_shared_data, copy_file,
 from experiments import (  # noqa: E402
     BIN,
     Measure,
+    checkpoint_updates,
     copy_bleu,
-    logged_updates,
     model_args,
     parse_budget,
     read_lines,
@@ -204,7 +204,7 @@ class Ablation(Driver):
         info = {
             "minutes": minutes,
             "wall_s": round(time.time() - start, 1),
-            "updates": logged_updates(save / "train.log"),
+            "updates": checkpoint_updates(save / "checkpoint_last.pt"),
         }
         write_json(save / "done.json", info)
         return info

@@ -44,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
 
 from driver import Driver, add_shared_data_option, check_shared_data, copy_file, write_json  # noqa: E402
-from experiments import BIN, Measure, copy_bleu, logged_updates, model_args, train_args  # noqa: E402
+from experiments import BIN, Measure, checkpoint_updates, copy_bleu, model_args, train_args  # noqa: E402
 
 from preprocess.errors import ArgumentParser  # noqa: E402
 
@@ -204,7 +204,7 @@ class Sweep(Driver):
                 self.run(cmd, save / f"stdout_{key}.log")
                 copy_file(save / "checkpoint_last.pt", kept)
             self.log(f"pretrain {name}: scoring the {budget:g}-min checkpoint")
-            point = {"updates": logged_updates(save / "train.log"), "params": self.params(kept)}
+            point = {"updates": checkpoint_updates(kept), "params": self.params(kept)}
             point["lm"] = measure.lm(kept, save / f"validate_{key}.log")
             point["probe"] = measure.probe(kept, self.bli, save / f"probe_{key}.json", save / f"probe_{key}.log")
             entry["budgets"][key] = point
@@ -274,7 +274,7 @@ class Sweep(Driver):
                 self.run(cmd, save / f"stdout_{key}.log")
                 copy_file(save / "checkpoint_last.pt", kept)
             self.log(f"translate {name}: scoring the {budget:g}-min checkpoint")
-            point = {"updates": logged_updates(save / "train.log")}
+            point = {"updates": checkpoint_updates(kept)}
             out = save / f"eval_{key}"
             out.mkdir(exist_ok=True)
             for src, tgt in (("de", "en"), ("en", "de")):

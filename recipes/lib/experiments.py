@@ -46,13 +46,12 @@ def train_args(save, lr, warmup, max_tokens, minutes, max_update=100000000, step
             "--warmup-updates", warmup, "--max-tokens", max_tokens, "--log-file", Path(save) / "train.log"]  # fmt: skip
 
 
-def logged_updates(train_log) -> int:
-    """The last update a fairseq JSON log reached."""
-    last = 0
-    for line in Path(train_log).read_text(errors="replace").splitlines():
-        if '"num_updates"' in line:
-            last = max(last, int(json.loads(line[line.index("{") :])["num_updates"]))
-    return last
+def checkpoint_updates(checkpoint) -> int:
+    """The updates a fairseq checkpoint was saved at (exact, and right for a budget's kept copy when
+    the run's log has gone on since)."""
+    from xlm_fairseq import safe_load
+
+    return int(safe_load.load(str(checkpoint))["optimizer_history"][-1]["num_updates"])
 
 
 def parse_budget(value: str) -> float:
