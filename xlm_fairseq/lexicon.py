@@ -253,24 +253,20 @@ def report(result: dict, model: str) -> str:
         f"{'vectors':<11} {'NN P@1':>7} {'NN P@5':>7} {'CSLS P@1':>9} {'CSLS P@5':>9} "
         f"{'cos pairs':>10} {'cos random':>11}",
     ]
+
+    def precisions(kind, r):
+        return f"{kind:<11} {r['nn_p@1']:>7.2f} {r['nn_p@5']:>7.2f} {r['csls_p@1']:>9.2f} {r['csls_p@5']:>9.2f}"
+
     for kind in VECTOR_KINDS:
         r = result[kind]
-        lines.append(
-            f"{kind:<11} {r['nn_p@1']:>7.2f} {r['nn_p@5']:>7.2f} {r['csls_p@1']:>9.2f} {r['csls_p@5']:>9.2f} "
-            f"{r['cos_pairs']:>10.4f} {r['cos_random']:>11.4f}"
-        )
+        lines.append(f"{precisions(kind, r)} {r['cos_pairs']:>10.4f} {r['cos_random']:>11.4f}")
     band = result.get("frequent")
     if band:
         lines.append(
             f"among the {band['words']} most frequent words of each language: {band['evaluated_source_words']} "
             f"source words with a listed translation among {band['target_candidates']} {tgt} words"
         )
-        for kind in VECTOR_KINDS:
-            if kind in band:
-                r = band[kind]
-                lines.append(
-                    f"{kind:<11} {r['nn_p@1']:>7.2f} {r['nn_p@5']:>7.2f} {r['csls_p@1']:>9.2f} {r['csls_p@5']:>9.2f}"
-                )
+        lines += [precisions(kind, band[kind]) for kind in VECTOR_KINDS if kind in band]
     return "\n".join(lines)
 
 
