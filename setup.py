@@ -27,11 +27,11 @@ setup(
     entry_points={
         "console_scripts": [
             "xlm-fairseq-convert=xlm_fairseq.convert:main",
-            "xlm-fairseq-export=xlm_fairseq.export:main",
-            "xlm-fairseq-classify=xlm_fairseq.classify:main",
-            "xlm-fairseq-retrieve=xlm_fairseq.retrieval:main",
-            "xlm-fairseq-distributed-cpu=xlm_fairseq.distributed_cpu:main",
-            "xlm-fairseq-lexicon=xlm_fairseq.lexicon:main",
+            "xlm-fairseq-export=xlm_fairseq.inference.export:main",
+            "xlm-fairseq-classify=xlm_fairseq.inference.classify:main",
+            "xlm-fairseq-retrieve=xlm_fairseq.evaluation.retrieval:main",
+            "xlm-fairseq-distributed-cpu=xlm_fairseq.distributed.cpu_launcher:main",
+            "xlm-fairseq-lexicon=xlm_fairseq.evaluation.lexicon:main",
         ]
     },
 )

@@ -8,7 +8,9 @@ import shutil
 import socket
 import sys
 import tempfile
-from typing import List
+from typing import List, Optional
+
+from preprocess.errors import UserError
 
 
 @contextlib.contextmanager
@@ -117,3 +119,29 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def check_out_dir(out_dir: str, force: bool, src: Optional[str] = None):
+    """OUT_DIR of a command that writes a directory: refused when it holds something (without
+    ``--force``) or holds SRC."""
+    out_dir = os.path.abspath(out_dir)
+    if os.path.lexists(out_dir):
+        if not os.path.isdir(out_dir):
+            if not force:
+                raise UserError(f"{out_dir} exists and is not a directory (use --force to replace it)")
+        elif os.listdir(out_dir) and not force:
+            raise UserError(f"{out_dir} exists and is not empty (use --force to replace it)")
+    if src is not None:
+        s = os.path.realpath(src)
+        o = os.path.realpath(out_dir)
+        if s == o or s.startswith(o + os.sep):
+            raise UserError(f"OUT_DIR {out_dir} holds SRC {src}; choose another OUT_DIR")
+
+
+@contextlib.contextmanager
+def staged_out_dir(out_dir: str, force: bool):
+    """:func:`check_out_dir` (again: the callers' public entry points may be called directly), then
+    a staging directory that takes OUT_DIR's place only when everything is written (:func:`staged_dir`)."""
+    check_out_dir(out_dir, force)
+    with staged_dir(out_dir) as tmp:
+        yield tmp

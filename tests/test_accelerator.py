@@ -129,7 +129,7 @@ def test_no_host_sync_per_forward_or_decoding_step():
     GREEDY_SYNC_EVERY steps whether every sentence has finished."""
     from test_model import _stack
 
-    from xlm_fairseq.models.xlm import GREEDY_SYNC_EVERY
+    from xlm_fairseq.generation import GREEDY_SYNC_EVERY, generate_greedy
 
     encoder, decoder = _stack().eval().to("meta"), _stack(is_decoder=True).eval().to("meta")
     tokens = torch.randint(4, 50, (6, 12)).to("meta")
@@ -141,7 +141,7 @@ def test_no_host_sync_per_forward_or_decoding_step():
     assert syncs.count == 0
     max_len = 40
     with HostSyncs() as syncs, torch.no_grad():
-        out, lengths = decoder.generate_greedy(enc, tokens.eq(1), langs, max_len, eos=2)
+        out, lengths = generate_greedy(decoder, enc, tokens.eq(1), langs, max_len, eos=2)
     assert out.shape == (6, max_len + 1) and out.device.type == "meta"
     assert syncs.count == max_len // GREEDY_SYNC_EVERY
 

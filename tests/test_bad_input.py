@@ -165,7 +165,7 @@ CASES = {
         _swap_two_symbols,
         lambda c: _generate(c, "-s", "de", "-t", "en"),
         "{data}/dict.txt: not the dictionary the model was trained with (2011 types, other symbols or order); "
-        "give the data-bin it was trained on, or a model dir made by xlm_fairseq.export",
+        "give the data-bin it was trained on, or a model dir made by xlm-fairseq-export",
     ),
     "generate a missing split": (
         None,

@@ -112,7 +112,7 @@ print("RESULT " + json.dumps(out))
 def test_classify_command(classifier, xcls, tmp_path):
     save, log = classifier
     out, js = tmp_path / "preds", tmp_path / "acc.json"
-    proc = run([BIN / "python", "-m", "xlm_fairseq.classify", save, xcls / "valid.en.tsv", xcls / "valid.de.tsv",
+    proc = run([BIN / "xlm-fairseq-classify", save, xcls / "valid.en.tsv", xcls / "valid.de.tsv",
                 "--out-dir", out, "--json", js])  # fmt: skip
     result = json.loads(js.read_text())
     best = _valid_line_of_best(log)
@@ -123,14 +123,14 @@ def test_classify_command(classifier, xcls, tmp_path):
     # a file without labels is classified, not scored
     unlabelled = tmp_path / "new.de.tsv"
     unlabelled.write_text("id\ttext\nx\tEin Editor für Textdateien.\n", encoding="utf-8")
-    proc = run([BIN / "python", "-m", "xlm_fairseq.classify", save, unlabelled])
+    proc = run([BIN / "xlm-fairseq-classify", save, unlabelled])
     assert "new.de.tsv (de): 1 rows, no labels" in proc.stdout
 
 
 def test_hubs_refuse_each_others_models(classifier, pretrained, data_bin):
-    from xlm_fairseq.classification_hub import XLMClassificationHubInterface
     from xlm_fairseq.errors import XLMUserError
-    from xlm_fairseq.hub import XLMHubInterface
+    from xlm_fairseq.inference.classification_hub import XLMClassificationHubInterface
+    from xlm_fairseq.inference.hub import XLMHubInterface
 
     save, _ = classifier
     with pytest.raises(XLMUserError, match="a classifier"):
@@ -342,19 +342,19 @@ def test_retrieval_command(pretrained, data_bin, tmp_path):
         lines = open(SAMPLE / "en-de" / f"test.en-de.{lang}", encoding="utf-8").readlines()[:40]
         path.write_text("".join(lines), encoding="utf-8")
     js = tmp_path / "r.json"
-    proc = run([BIN / "python", "-m", "xlm_fairseq.retrieval", pretrained, "--data", data_bin,
+    proc = run([BIN / "python", "-m", "xlm_fairseq.evaluation.retrieval", pretrained, "--data", data_bin,
                 "--src", f"en={en}", "--tgt", f"de={de}", "--json", js])  # fmt: skip
     result = json.loads(js.read_text())
     assert result["pairs"] == 40 and 0 <= result["en-de"] <= 100 and 0 <= result["de-en"] <= 100
     assert "retrieval accuracy@1 over 40 pairs: en->de" in proc.stdout
     # a file against itself: every sentence finds itself (distinct lines, identical encodings)
     js2 = tmp_path / "same.json"
-    run([BIN / "python", "-m", "xlm_fairseq.retrieval", pretrained, "--data", data_bin,
+    run([BIN / "python", "-m", "xlm_fairseq.evaluation.retrieval", pretrained, "--data", data_bin,
          "--src", f"en={en}", "--tgt", f"en={en}", "--json", js2])  # fmt: skip
     assert json.loads(js2.read_text())["en-en"] == 100.0
     short = tmp_path / "short.de"
     short.write_text("Eins.\n", encoding="utf-8")
-    bad = run([BIN / "python", "-m", "xlm_fairseq.retrieval", pretrained, "--data", data_bin,
+    bad = run([BIN / "python", "-m", "xlm_fairseq.evaluation.retrieval", pretrained, "--data", data_bin,
                "--src", f"en={en}", "--tgt", f"de={short}"], ok=False)  # fmt: skip
     assert bad.returncode == 2 and "not line-aligned" in bad.stderr
 

@@ -15,8 +15,9 @@ import torch
 from conftest import SAMPLE, TRAIN_ARGS, fairseq
 
 import xlm_fairseq  # noqa: F401  (registers model/task, installs the safe loader)
-from xlm_fairseq import convert, safe_load
+from xlm_fairseq import convert
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.patches import safe_load
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = 1e-4

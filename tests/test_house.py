@@ -1,5 +1,5 @@
-"""The house rules: imports point down only (text pipeline -> preprocess -> plugin), without circles,
-and no source file grows past ~400 lines except the model (XLM's transformer in one file)."""
+"""The house rules: imports point down only (text pipeline -> preprocess -> the plugin's own floors),
+without circles, and no source file grows past ~400 lines."""
 
 import ast
 import os
@@ -22,8 +22,25 @@ TEXT_PIPELINE = {
     "preprocess.text",
     "preprocess.subwords",
 }
+# the plugin's floors, lowest first: a module may import its own floor and those below (the most
+# specific prefix names a module's floor); the package's __init__ stands above them all
+PLUGIN_FLOORS = (
+    ("xlm_fairseq.errors", "xlm_fairseq.patches"),
+    (
+        "xlm_fairseq.modules",
+        "xlm_fairseq.data",
+        "xlm_fairseq.distributed.rank_agreement",
+        "xlm_fairseq.evaluation.bleu",
+    ),
+    ("xlm_fairseq.models", "xlm_fairseq.generation"),
+    ("xlm_fairseq.assets", "xlm_fairseq.objectives"),
+    ("xlm_fairseq.tasks", "xlm_fairseq.criterions"),
+    ("xlm_fairseq.inference",),
+    ("xlm_fairseq.evaluation", "xlm_fairseq.convert", "xlm_fairseq.distributed"),
+)
+# the one import that runs up, fairseq's convention: ``Model.from_pretrained`` returns the model's hub
+UPWARD_BY_DESIGN = {("xlm_fairseq.models.base", "xlm_fairseq.inference")}
 MAX_LINES = 400
-EXEMPT = {"xlm_fairseq/models/xlm.py"}
 
 
 def module_name(path: Path) -> str:
@@ -60,16 +77,33 @@ def imports_of(name: str, path: Path, known) -> set:
     return found
 
 
-def floor(name: str) -> int:
+def floor(name: str) -> float:
     if name in TEXT_PIPELINE:
         return 0
-    return 1 if name.startswith("preprocess") else 2
+    if name.startswith("preprocess"):
+        return 1
+    if name == "xlm_fairseq":
+        return 3
+    matches = [(len(prefix), i) for i, floor in enumerate(PLUGIN_FLOORS) for prefix in floor if _under(name, prefix)]
+    assert matches, f"{name}: on no floor of PLUGIN_FLOORS; give it one"
+    return 2 + max(matches)[1] / len(PLUGIN_FLOORS)
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
 
 
 def test_imports_point_down_and_have_no_circle():
     modules = project_modules()
     graph = {name: imports_of(name, path, modules) for name, path in modules.items()}
-    upward = [f"{a} -> {b}" for a, targets in graph.items() for b in targets if floor(b) > floor(a)]
+    upward = [
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if floor(b) > floor(a)
+        and not _under(a, b)  # a package's __init__ gathers its modules
+        and (a, b) not in UPWARD_BY_DESIGN
+    ]
     assert not upward, upward
 
     # a circle through explicit imports (a package's own __init__ importing its modules is not one)
@@ -148,7 +182,7 @@ def test_preprocess_runs_without_the_plugin(tmp_path):
     assert (tmp_path / "bin" / "train.en.bin").stat().st_size > 0
 
 
-def test_no_source_file_over_400_lines_but_the_model():
+def test_no_source_file_over_400_lines():
     sources = [
         p
         for d in (*PACKAGES, "recipes", "bench", "scripts")
@@ -160,7 +194,7 @@ def test_no_source_file_over_400_lines_but_the_model():
         for p in sources
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     }
-    assert set(long) <= EXEMPT, long
+    assert not long, long
 
 
 SCRIPTS = sorted(f"recipes/{p.name}" for p in (REPO / "recipes").glob("*.py")) + ["bench/run.py"]

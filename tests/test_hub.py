@@ -1,4 +1,4 @@
-"""xlm_fairseq.hub.XLMHubInterface on a converted XLM (fastBPE codes) and on one of our own
+"""xlm_fairseq.inference.hub.XLMHubInterface on a converted XLM (fastBPE codes) and on one of our own
 checkpoints (sentencepiece, as preprocess/ makes them). CPU only, tiny random models."""
 
 import io
@@ -16,7 +16,7 @@ import xlm_fairseq  # noqa: E402,F401
 from preprocess.subwords import XLMBPESubwords  # noqa: E402
 from xlm_fairseq import convert  # noqa: E402
 from xlm_fairseq.errors import XLMUserError  # noqa: E402
-from xlm_fairseq.hub import XLMHubInterface  # noqa: E402
+from xlm_fairseq.inference.hub import XLMHubInterface  # noqa: E402
 from xlm_fairseq.models.xlm import XLMModel  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""The alignment probe (xlm_fairseq.lexicon): MUSE's retrieval on constructed vectors, the command on a
+"""The alignment probe (xlm_fairseq.evaluation.lexicon): MUSE's retrieval on constructed vectors, the command on a
 real pretrained checkpoint with the real German-English dictionary of ../shared/data, an alignment
 planted into a checkpoint found again, and bad input."""
 
@@ -9,13 +9,13 @@ import pytest
 import torch
 from conftest import ROOT, run
 
-from xlm_fairseq.lexicon import csls_scores, induce
+from xlm_fairseq.evaluation.lexicon import csls_scores, induce
 
 BLI = ROOT.parent / "shared" / "data" / "bli" / "de-en.dev.txt"
 
 
 def _probe(*args, ok=True):
-    return run([sys.executable, "-m", "xlm_fairseq.lexicon", *args], ok=ok)
+    return run([sys.executable, "-m", "xlm_fairseq.evaluation.lexicon", *args], ok=ok)
 
 
 def test_nn_and_csls_on_constructed_vectors():
@@ -72,7 +72,7 @@ def test_planted_alignment_is_found(pretrained, data_bin, tmp_path):
     from fairseq.data import Dictionary
 
     from preprocess.pipeline import load_pipeline
-    from xlm_fairseq import safe_load
+    from xlm_fairseq.patches import safe_load
 
     dictionary = Dictionary.load(str(data_bin / "dict.txt"))
     pipeline = load_pipeline([str(data_bin)])

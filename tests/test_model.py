@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import xlm_fairseq  # noqa: F401  (registers the plugin)
-from xlm_fairseq.models.xlm import XLMTransformer
+from xlm_fairseq.modules.transformer import XLMTransformer
 
 
 def _stack(is_decoder=False, n_langs=3, **kw):
@@ -71,21 +71,24 @@ def test_output_layer_is_tied_with_own_bias():
     assert m.layer_norm_emb.eps == 1e-12
 
 
-def test_incremental_decoding_matches_full_forward():
+@pytest.mark.parametrize("capacity", [2, 16])
+def test_incremental_decoding_matches_full_forward(capacity):
+    """Step by step through a KVCache (capacity 2: its buffers grow twice) equals one causal pass."""
+    from xlm_fairseq.modules.attention import KVCache
+
     enc, dec = _stack(), _stack(is_decoder=True)
     src = torch.randint(4, 50, (3, 9))
     src[2, 6:] = 1  # padding in the source
     src_enc = enc(src, langs=torch.tensor([0, 0, 0]))
     tgt = torch.randint(4, 50, (3, 7))
     full = dec(tgt, langs=torch.tensor([2, 2, 2]), causal=True, src_enc=src_enc, src_padding_mask=src.eq(1))
-    cache = {}
+    cache = KVCache(capacity)
     steps = []
     for t in range(7):
         steps.append(
             dec(
                 tgt[:, t : t + 1],
                 langs=torch.tensor([2, 2, 2]),
-                positions=torch.full((3, 1), t),
                 causal=True,
                 src_enc=src_enc,
                 src_padding_mask=src.eq(1),
@@ -140,7 +143,7 @@ def test_attention_equals_the_formula(case, path):
 def test_recomputed_attention_dropout_has_autograds_gradients(masked):
     """The CPU training path keeps no attention weights and rebuilds them (and the same dropout mask)
     in the backward pass: its output and gradients equal autograd's through the written-out maths."""
-    from xlm_fairseq.models.xlm import _CPUAttentionWithDropout, _keep_mask
+    from xlm_fairseq.modules.kernels import CPUAttentionWithDropout, keep_mask
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 7, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
@@ -148,7 +151,7 @@ def test_recomputed_attention_dropout_has_autograds_gradients(masked):
     grad = torch.randn(2, 3, 7, 8, dtype=torch.float64)
 
     torch.manual_seed(5)
-    ours = _CPUAttentionWithDropout.apply(q, k, v, allowed, 0.3)
+    ours = CPUAttentionWithDropout.apply(q, k, v, allowed, 0.3)
     ours_grads = torch.autograd.grad(ours, (q, k, v), grad)
 
     torch.manual_seed(5)  # the same seed for the mask, drawn as the forward draws it
@@ -156,7 +159,7 @@ def test_recomputed_attention_dropout_has_autograds_gradients(masked):
     scores = q @ k.transpose(2, 3)
     if masked:
         scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
-    keep, scale = _keep_mask((2, 3, 7, 7), 0.3, torch.Generator().manual_seed(seed))
+    keep, scale = keep_mask((2, 3, 7, 7), 0.3, torch.Generator().manual_seed(seed))
     reference = (torch.softmax(scores, -1) * keep * scale) @ v
     assert 0.5 < keep.float().mean() < 0.9
     assert torch.allclose(ours, reference, atol=1e-12)
@@ -165,7 +168,7 @@ def test_recomputed_attention_dropout_has_autograds_gradients(masked):
 
 
 def test_cpu_dropout_keeps_expectation_and_routes_gradient():
-    from xlm_fairseq.models.xlm import dropout
+    from xlm_fairseq.modules.kernels import dropout
 
     torch.manual_seed(0)
     x = (torch.rand(1000, 1001) + 0.5).requires_grad_()  # an odd size: the 16-bit draws do not divide it
@@ -196,7 +199,9 @@ def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, min_len
     from fairseq.data import Dictionary
     from fairseq.sequence_generator import SequenceGenerator
 
-    from xlm_fairseq.models.xlm import XLMDecoder, XLMEncoder, XLMModel
+    from xlm_fairseq.generation import generate_greedy
+    from xlm_fairseq.models.fairseq_interfaces import XLMDecoder, XLMEncoder
+    from xlm_fairseq.models.xlm import XLMModel
 
     d = Dictionary()
     for i in range(46):
@@ -220,7 +225,8 @@ def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, min_len
         [model], {"net_input": net_input}
     )
     encoder_out = model.encoder(src, src_langs=net_input["src_langs"])
-    tokens, lengths = model.decoder.transformer.generate_greedy(
+    tokens, lengths = generate_greedy(
+        model.decoder.transformer,
         encoder_out["encoder_out"][0],
         encoder_out["encoder_padding_mask"][0],
         net_input["tgt_langs"],

@@ -13,7 +13,8 @@ import torch
 from conftest import ROOT
 from test_convert import make_hf_dir
 
-from xlm_fairseq import convert, safe_load
+from xlm_fairseq import convert
+from xlm_fairseq.patches import safe_load
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 REPO = "FacebookAI/xlm-tiny-ende"

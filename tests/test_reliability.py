@@ -150,7 +150,7 @@ def _same_numbers(got, expected, where):
 
 @pytest.mark.parametrize("task", ["cross_lingual_lm", "translation_lm"])
 def test_two_cpu_processes_train_and_validate_like_one(task, data_bin, pretrained, tmp_path):
-    """``python -m xlm_fairseq.distributed_cpu --nproc 2`` (gloo) against one process with
+    """``python -m xlm_fairseq.distributed.cpu_launcher --nproc 2`` (gloo) against one process with
     ``--update-freq 2``: the same batches make each update. With dropout off, every logged
     training number (each objective's loss and accuracy, lr, gradient norm) and every validation
     number (losses, per-direction BLEU: statistics summed over both workers, not worker 0's
@@ -165,7 +165,7 @@ def test_two_cpu_processes_train_and_validate_like_one(task, data_bin, pretraine
         args += ["--pretrained-xlm-checkpoint", pretrained, "--max-update", "8"]
     args = [data_bin, *args, *common]
     one = run([BIN / "fairseq-train", *args, "--save-dir", tmp_path / "one", "--update-freq", "2"]).stdout
-    launcher = [sys.executable, "-m", "xlm_fairseq.distributed_cpu", "--nproc", "2", BIN / "fairseq-train"]
+    launcher = [sys.executable, "-m", "xlm_fairseq.distributed.cpu_launcher", "--nproc", "2", BIN / "fairseq-train"]
     two = run([*launcher, *args, "--save-dir", tmp_path / "two"]).stdout
     assert "distributed_world_size': 2" in two
     train_one, train_two = _train_records(one), _train_records(two)
@@ -188,7 +188,7 @@ def test_two_cpu_processes_train_and_validate_like_one(task, data_bin, pretraine
 
 def test_distributed_cpu_refuses_options_it_sets(data_bin, tmp_path):
     proc = run(
-        [sys.executable, "-m", "xlm_fairseq.distributed_cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
+        [sys.executable, "-m", "xlm_fairseq.distributed.cpu_launcher", "--nproc", "2", BIN / "fairseq-train", data_bin,
          "--distributed-world-size", "4"], ok=False,
     )  # fmt: skip
     assert proc.returncode == 2
@@ -199,7 +199,7 @@ def test_distributed_cpu_refuses_options_it_sets(data_bin, tmp_path):
 
 def test_a_bad_option_is_one_error_line_per_rank(data_bin, tmp_path):
     proc = run(
-        [sys.executable, "-m", "xlm_fairseq.distributed_cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
+        [sys.executable, "-m", "xlm_fairseq.distributed.cpu_launcher", "--nproc", "2", BIN / "fairseq-train", data_bin,
          *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "fr", "--save-dir", tmp_path / "save"], ok=False,
     )  # fmt: skip
     assert proc.returncode != 0
@@ -225,7 +225,7 @@ def _children(pid):
 def test_a_rank_that_dies_stops_the_others(data_bin, tmp_path):
     """Rank 1 killed mid-training: rank 0 would wait for it forever in the next all-reduce; the
     launcher stops it and exits non-zero, leaving no process behind."""
-    cmd = [sys.executable, "-m", "xlm_fairseq.distributed_cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
+    cmd = [BIN / "xlm-fairseq-distributed-cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
            *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en,de", "--max-update", "100000",
            "--save-dir", tmp_path / "save", "--log-interval", "1"]  # fmt: skip
     launcher = subprocess.Popen(
@@ -277,13 +277,13 @@ def test_a_rank_that_fails_in_an_objective_stops_every_rank_with_the_reason(data
     (plugin / "__init__.py").write_text(FAILING_RANK_PLUGIN)
     args = [a if a != ROOT / "xlm_fairseq" else plugin for a in UNMT_ARGS]
     args = [a if a != "translation_lm" else "translation_lm_failing_rank" for a in args]
-    cmd = [sys.executable, "-m", "xlm_fairseq.distributed_cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
+    cmd = [BIN / "xlm-fairseq-distributed-cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
            *args, *UNMT_STEPS, "--pretrained-xlm-checkpoint", pretrained, "--max-update", "20",
            "--disable-validation", "--save-dir", tmp_path / "save"]  # fmt: skip
     proc = run(cmd, ok=False, timeout=600)
     assert proc.returncode != 0
     # torch prefixes a rank's traceback lines with "[rankN]: "
-    reasons = [line for line in proc.stderr.splitlines() if "xlm_fairseq.tasks.rank_agreement.RankFailure: " in line]
+    reasons = [line for line in proc.stderr.splitlines() if "rank_agreement.RankFailure: " in line]
     assert any("rank 1 failed in objective bt_" in r and "RuntimeError: injected failure" in r for r in reasons)
     assert any("rank 1 stopped with an error (its log has it); every rank stops here" in r for r in reasons)
 
@@ -334,7 +334,7 @@ import io, os, signal
 
 import xlm_fairseq  # noqa: F401
 from fairseq import checkpoint_utils
-from xlm_fairseq import checkpoint_copy
+from xlm_fairseq.patches import checkpoint_copy
 from xlm_fairseq.tasks.translation_lm import TranslationLMTask
 
 KIND, _, COUNT = os.environ.get("XLM_FAULT", ":0").partition(":")

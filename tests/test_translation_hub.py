@@ -1,6 +1,6 @@
 """Translating from Python: XLMModel.from_pretrained on a translation_lm checkpoint (fairseq's
 GeneratorHubInterface with the data-bin's text pipeline) gives fairseq-generate's translations; a model
-dir made by xlm_fairseq.export loads alone; LM and translation hubs refuse each other's models."""
+dir made by xlm-fairseq-export loads alone; LM and translation hubs refuse each other's models."""
 
 import os
 import subprocess
@@ -12,8 +12,8 @@ from conftest import ROOT, SAMPLE, generate_lines, head, run
 
 from xlm_fairseq import XLMModel
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.hub import XLMHubInterface
-from xlm_fairseq.translation_hub import XLMTranslationHubInterface
+from xlm_fairseq.inference.hub import XLMHubInterface
+from xlm_fairseq.inference.translation_hub import XLMTranslationHubInterface
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_hub_errors_are_one_line(mt, pretrained):
 
 def test_exported_model_dir_loads_without_the_data_bin(mt, unmt, tmp_path):
     out = tmp_path / "model"
-    proc = run([sys.executable, "-m", "xlm_fairseq.export", unmt[0] / "checkpoint_last.pt", out])
+    proc = run([sys.executable, "-m", "xlm_fairseq.inference.export", unmt[0] / "checkpoint_last.pt", out])
     assert "wrote" in proc.stdout
     assert sorted(os.listdir(out)) == ["dict.txt", "model.pt", "spm.model", "text_pipeline.json"]
     assert os.path.getsize(out / "model.pt") < os.path.getsize(unmt[0] / "checkpoint_last.pt") / 2  # no Adam state
@@ -83,7 +83,7 @@ def test_exported_model_dir_loads_without_the_data_bin(mt, unmt, tmp_path):
     sentences = ["Klicken Sie auf Drucken.", "Die Datei wurde nicht gefunden."]
     assert alone.translate(sentences, src="de", tgt="en") == mt.translate(sentences, src="de", tgt="en")
     # an existing OUT_DIR is kept unless --force
-    again = run([sys.executable, "-m", "xlm_fairseq.export", unmt[0] / "checkpoint_last.pt", out], ok=False)
+    again = run([sys.executable, "-m", "xlm_fairseq.inference.export", unmt[0] / "checkpoint_last.pt", out], ok=False)
     assert again.returncode == 2 and again.stderr.count("\n") == 1 and "--force" in again.stderr
     assert sorted(os.listdir(out)) == ["dict.txt", "model.pt", "spm.model", "text_pipeline.json"]
 
@@ -125,7 +125,7 @@ def test_checkpoint_keeps_its_pipeline(unmt, data_bin, tmp_path):
 
     from fairseq.checkpoint_utils import torch_persistent_save
 
-    from xlm_fairseq import safe_load
+    from xlm_fairseq.patches import safe_load
 
     state = safe_load.load(unmt[0] / "checkpoint_last.pt")
     stored = state["task_state"]["text_pipeline"]

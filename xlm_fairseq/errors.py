@@ -1,11 +1,6 @@
 """The plugin's one error type: a user error (bad option, missing or mismatched file).
 
-The plugin's excepthook prints it (and ``preprocess``'s ``UserError``, which it derives from) as one
-line, ``error: ...``, instead of a traceback; the process still exits non-zero. Other exceptions keep
-their full traceback."""
-
-import re
-import sys
+Raised anywhere in the plugin; ``patches/user_errors.py`` prints it as one ``error: ...`` line."""
 
 from preprocess.errors import UserError
 
@@ -14,26 +9,8 @@ class XLMUserError(UserError):
     """A configuration or input error; the message names the option or file."""
 
 
-def _user_error(exc):
-    """The UserError that ``exc`` is, or that fairseq re-raised as a generic Exception while loading a
-    checkpoint ("Cannot load model parameters from checkpoint PATH; ..."), as one line; else None."""
-    if isinstance(exc, UserError):
-        return str(exc)
-    cause = exc.__cause__ or exc.__context__
-    match = re.match(r"Cannot load model parameters from checkpoint (\S+);", str(exc))
-    if match and isinstance(cause, UserError):
-        return f"{match.group(1)}: {cause}"
-    return None
-
-
-def _excepthook(exc_type, exc, tb, _previous=sys.excepthook):
-    line = _user_error(exc)
-    if line is not None:
-        print(f"error: {line}", file=sys.stderr)
-        return
-    _previous(exc_type, exc, tb)
-
-
-def install_excepthook():
-    if getattr(sys.excepthook, "__name__", "") != "_excepthook":
-        sys.excepthook = _excepthook
+# XLM's most asked question (#146, #212, #236, #273): a pretrained LM used to translate
+NOT_A_TRANSLATION_MODEL = (
+    "a pretrained encoder (cross_lingual_lm), not a translation model; train one from it with "
+    "--task translation_lm --pretrained-xlm-checkpoint CHECKPOINT, or use its features through XLMModel.from_pretrained"
+)

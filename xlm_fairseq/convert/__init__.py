@@ -44,10 +44,10 @@ One module a job: ``source`` (:class:`XLMSource`, vocabulary order and spelling,
 (refusing and staging OUT_DIR), ``cli`` (what SRC is, the command line).
 """
 
+from preprocess.files import check_out_dir
 from xlm_fairseq.convert.cli import convert, convert_hf, convert_xlm_pth, detect_source, main
 from xlm_fairseq.convert.from_hf import read_hf_dir
 from xlm_fairseq.convert.from_xlm import read_xlm_pth
-from xlm_fairseq.convert.out_dir import check_out_dir
 from xlm_fairseq.convert.source import (
     XLMSource,
     hf_token_to_xlm_word,

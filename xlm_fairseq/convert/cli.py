@@ -6,11 +6,11 @@ import warnings
 from typing import Optional
 
 from preprocess.errors import ArgumentParser, run_command
+from preprocess.files import check_out_dir
 from preprocess.layout import MODEL_FILE
 from xlm_fairseq.convert import hf_hub
 from xlm_fairseq.convert.from_hf import read_hf_dir
 from xlm_fairseq.convert.from_xlm import read_xlm_pth
-from xlm_fairseq.convert.out_dir import check_out_dir
 from xlm_fairseq.convert.source import _is_xlm_pth, _load_checkpoint
 from xlm_fairseq.convert.to_fairseq import _NOISY_LOGGERS, write_fairseq_dir
 from xlm_fairseq.convert.to_hf import export_hf
@@ -85,7 +85,7 @@ def convert(
     if kind == "fairseq":
         raise XLMUserError(
             f"{src}: already an xlm_fairseq checkpoint (--to hf exports it; "
-            "python -m xlm_fairseq.export makes a model dir with its text pipeline)"
+            "xlm-fairseq-export makes a model dir with its text pipeline)"
         )
     if kind == "hf":
         return convert_hf(src, out, langs, force, lowercase, codes)

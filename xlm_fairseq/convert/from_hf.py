@@ -9,7 +9,6 @@ import torch
 
 from preprocess.layout import SPECIAL_SYMBOLS, XLM_SYMBOLS
 from preprocess.subwords import parse_bpe_codes, read_bpe_codes
-from xlm_fairseq import safe_load
 from xlm_fairseq.convert.source import (
     XLMSource,
     _check_vocab_head,
@@ -20,7 +19,8 @@ from xlm_fairseq.convert.source import (
     lowercase_of,
 )
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.models.xlm import LAYER_NORM_EPS
+from xlm_fairseq.modules.transformer import LAYER_NORM_EPS
+from xlm_fairseq.patches import safe_load
 
 
 def _hf_weights(src: str) -> Dict[str, torch.Tensor]:

@@ -3,17 +3,17 @@
 too, checked by its own digests), the converter turns them into a model dir once, and that dir is
 kept in ``$XLM_FAIRSEQ_CACHE`` (default ``~/.cache/xlm-fairseq``) under the snapshot's commit.
 
-Importing this module lets ``XLMModel.from_pretrained`` take ids (``xlm_fairseq.hub`` asks its
+:func:`register` lets ``XLMModel.from_pretrained`` take ids (``xlm_fairseq.inference.hub`` asks its
 resolvers about names that are not paths; the hub cannot import the converter, which imports the model)."""
 
 import os
 import re
 
 from preprocess.layout import MODEL_FILE, cache_root
-from xlm_fairseq import hub
 from xlm_fairseq.convert.from_hf import read_hf_dir
 from xlm_fairseq.convert.to_fairseq import write_fairseq_dir
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.inference import hub
 
 # a repo id as the Hub spells them, optionally @revision; never a path that exists
 _REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*(?:@[\w./-]+)?$")
@@ -75,4 +75,7 @@ def _resolve(name: str):
     return converted_dir(name) if is_repo_id(name) else None
 
 
-hub.MODEL_RESOLVERS.append(_resolve)
+def register() -> None:
+    """Let ``XLMModel.from_pretrained`` take Hugging Face ids (called once by the plugin's ``__init__``)."""
+    if _resolve not in hub.MODEL_RESOLVERS:
+        hub.MODEL_RESOLVERS.append(_resolve)

@@ -8,8 +8,8 @@ import torch
 
 from preprocess.langs import parse_langs
 from preprocess.layout import MASK_SYMBOL, SPECIAL_SYMBOLS, XLM_SYMBOLS
-from xlm_fairseq import safe_load
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.patches import safe_load
 
 # --------------------------------------------------------------------------------------------
 # vocabulary order and spelling

@@ -9,11 +9,10 @@ from typing import Dict, List, Optional
 
 import torch
 
-from preprocess.files import file_sha256
+from preprocess.files import file_sha256, staged_out_dir
 from preprocess.layout import BPE_CODES_FILE, DICT_FILE, MODEL_FILE, PIPELINE_FILE
 from preprocess.pipeline import PipelineSettings, write_settings
 from preprocess.subwords import write_bpe_codes
-from xlm_fairseq.convert.out_dir import staged_out_dir
 from xlm_fairseq.convert.source import XLMSource, swap_permutation
 from xlm_fairseq.data.dictionary import dictionary_digest, load_dictionary
 from xlm_fairseq.errors import XLMUserError

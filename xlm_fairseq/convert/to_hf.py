@@ -6,6 +6,7 @@ import os
 import shutil
 import warnings
 
+from preprocess.files import check_out_dir, staged_out_dir
 from preprocess.langs import parse_langs
 from preprocess.layout import (
     BPE_CODES_FILE,
@@ -16,11 +17,11 @@ from preprocess.layout import (
 )
 from preprocess.pipeline import read_settings
 from preprocess.subwords import parse_bpe_codes, write_bpe_codes
-from xlm_fairseq.convert.out_dir import check_out_dir, staged_out_dir
 from xlm_fairseq.convert.source import _is_xlm_pth, _load_checkpoint, swap_permutation, xlm_word_to_hf_token
 from xlm_fairseq.data.dictionary import checkpoint_dictionary
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.models.xlm import LAYER_NORM_EPS, LM_PREFIX
+from xlm_fairseq.models.xlm import LM_PREFIX
+from xlm_fairseq.modules.transformer import LAYER_NORM_EPS
 
 _XLM_ARCHS = ("xlm_transformer", "xlm_tiny", "xlm_512", "xlm_1024")
 

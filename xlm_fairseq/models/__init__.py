@@ -1,1 +1,3 @@
-from .xlm import XLMLanguageModel, XLMModel  # noqa: F401
+"""Wiring only: the LM, the classifier and the translation model around the stacks of ``modules/``."""
+
+from .xlm import LM_PREFIX, XLMClassificationModel, XLMLanguageModel, XLMModel  # noqa: F401

@@ -35,9 +35,8 @@ from xlm_fairseq.data.dictionary import (
     dictionary_to_state,
     load_data_bin_dictionary,
 )
+from xlm_fairseq.distributed.rank_agreement import agree_on_failure
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.precision import set_tf32
-from xlm_fairseq.tasks.rank_agreement import agree_on_failure
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +125,6 @@ class XLMTask(FairseqTask):
 
     def __init__(self, cfg, dictionary: Optional[Dictionary]):
         super().__init__(cfg)
-        set_tf32(not getattr(cfg, "no_tf32", False))
         self._dictionary = dictionary
         self.set_langs(cfg.langs)
         # the data-bin's text pipeline, saved in every checkpoint (fairseq's task_state) and put
@@ -166,7 +164,7 @@ class XLMTask(FairseqTask):
         if self.state.dictionary_sha256 != dictionary_digest(self.dictionary):
             raise XLMUserError(
                 f"{source}: not the dictionary the model was trained with ({len(self.dictionary)} types, other "
-                "symbols or order); give the data-bin it was trained on, or a model dir made by xlm_fairseq.export"
+                "symbols or order); give the data-bin it was trained on, or a model dir made by xlm-fairseq-export"
             )
         self.state.dictionary, self.state.subword_model  # computed now, so that checkpoints carry them
         model = super().build_model(cfg, from_checkpoint)

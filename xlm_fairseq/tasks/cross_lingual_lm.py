@@ -171,7 +171,7 @@ class XLMCrossLingualLMTask(XLMTask):
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:
-            from xlm_fairseq.pretrained import load_pretrained_lm_state
+            from xlm_fairseq.assets import load_pretrained_lm_state
 
             state = load_pretrained_lm_state(self.cfg.pretrained_xlm_checkpoint, self.dictionary, self.langs)
             model.load_state_dict(state, strict=True)

@@ -31,9 +31,10 @@ from preprocess.langs import parse_steps
 from xlm_fairseq.data import ObjectiveZipDataset
 from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, add_langs, cut_to_positions
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.evaluation.bleu import batch_bleu_stats, reduce_bleu
+from xlm_fairseq.generation import generate_greedy
 from xlm_fairseq.tasks import register_task_replacing
 from xlm_fairseq.tasks.base import MAX_DRAWS_PER_FAMILY, XLMTask, XLMTaskConfig, bare_model, lambda_schedule
-from xlm_fairseq.tasks.bleu import batch_bleu_stats, reduce_bleu
 
 logger = logging.getLogger(__name__)
 
@@ -251,7 +252,7 @@ class TranslationLMTask(XLMTask):
         model = super().build_model(cfg, from_checkpoint)
         self.max_source_positions = model.encoder.max_positions()  # inputs to translate are cut to it
         if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:
-            from xlm_fairseq.pretrained import load_pretrained_lm_state
+            from xlm_fairseq.assets import load_pretrained_lm_state
 
             lm = load_pretrained_lm_state(self.cfg.pretrained_xlm_checkpoint, self.dictionary, self.langs)
             fresh = model.load_pretrained_lm(lm)
@@ -282,7 +283,8 @@ class TranslationLMTask(XLMTask):
         with torch.inference_mode():
             encoder_out = model.encoder(src_tokens, src_langs=net_input["src_langs"])
             mid_langs = torch.full((src_tokens.size(0),), mid_lang_id, dtype=torch.long, device=src_tokens.device)
-            tokens, lengths = model.decoder.transformer.generate_greedy(
+            tokens, lengths = generate_greedy(
+                model.decoder.transformer,
                 encoder_out["encoder_out"][0],
                 encoder_out["encoder_padding_mask"][0],
                 mid_langs,

@@ -127,7 +127,7 @@ class XLMClassificationTask(XLMTask):
     @property
     def pretrained(self):
         if self._pretrained is None:
-            from xlm_fairseq.pretrained import PretrainedCheckpoint
+            from xlm_fairseq.assets import PretrainedCheckpoint
 
             self._pretrained = PretrainedCheckpoint(self.cfg.pretrained_xlm_checkpoint)
         return self._pretrained

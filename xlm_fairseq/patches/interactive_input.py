@@ -6,6 +6,8 @@ or POSIX locale ``surrogateescape``, so a line with a 0xff byte was translated a
 and the command exited 0. Every input is now decoded strictly, line by line (standard input still
 streams: each line is translated as it arrives), and the first invalid line stops the command with
 ``error: invalid UTF-8 in standard input line N (byte 0xff at byte K of the line)``.
+
+Patch of fairseq 0.12's ``fairseq_cli.interactive.buffered_read`` (no hook for how input is read).
 """
 
 import sys

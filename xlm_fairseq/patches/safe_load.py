@@ -1,5 +1,8 @@
 """Let torch >= 2.6's ``weights_only`` loader read fairseq and XLM checkpoints, and nothing more.
 
+Patch of torch >= 2.6 (``torch.load(weights_only=True)`` by default) for fairseq 0.12: fairseq's
+commands call ``torch.load`` with torch's default and offer no hook for the allowlist.
+
 fairseq checkpoints pickle ``argparse.Namespace`` and omegaconf containers; original XLM ``.pth``
 files pickle numpy scalars/arrays in ``params``. Each class is allowlisted by name: a pickle that
 asks for anything else (``os.system``, ``subprocess.Popen``, ...) is still refused by torch.
@@ -7,17 +10,13 @@ asks for anything else (``os.system``, ``subprocess.Popen``, ...) is still refus
 
 import argparse
 import collections
-import os
 import pickle
-import sys
 import typing
 
 import numpy as np
 import torch
 
 from xlm_fairseq.errors import XLMUserError
-
-CHECKPOINT_LANGS = "xlm_checkpoint_langs"  # attribute of a read checkpoint's parameters: its --langs
 
 
 def _numpy_globals():
@@ -101,44 +100,3 @@ def load(path, map_location="cpu"):
         if error is None:
             raise
         raise error from None
-
-
-def tag_with_langs(state):
-    """The parameters of a checkpoint remember its language list (``CHECKPOINT_LANGS``): fairseq-train
-    resumes with a model built from the command line and does not restore the task's state, so the
-    model's ``load_state_dict`` is the one place that sees both lists."""
-    try:
-        langs = state["cfg"]["task"]["langs"]
-    except Exception:  # no cfg (not a fairseq checkpoint), another task without languages
-        langs = None
-    params = state.get("model")
-    if langs and hasattr(params, "__dict__"):  # an OrderedDict, as torch's state_dict() is
-        setattr(params, CHECKPOINT_LANGS, str(langs))
-    return state
-
-
-def install_checkpoint_reader():
-    """fairseq's own reader of checkpoints (fairseq-train's resume, fairseq-generate/-interactive,
-    hub_utils) gives the same one-line error for an unreadable file (idempotent)."""
-    from fairseq import checkpoint_utils
-
-    original = checkpoint_utils.load_checkpoint_to_cpu
-    if getattr(original, "__name__", "") == "load_checkpoint_to_cpu_with_one_line_errors":
-        return
-
-    def load_checkpoint_to_cpu_with_one_line_errors(path, *args, **kwargs):
-        try:
-            return tag_with_langs(original(path, *args, **kwargs))
-        except Exception as e:
-            error = unreadable(path, e)
-            if error is None:
-                raise
-            resuming = "train" in os.path.basename(sys.argv[0])  # fairseq-train, not -generate or the hub
-            if resuming and os.path.basename(str(path)).startswith("checkpoint_last"):
-                error = XLMUserError(
-                    f"{error}; to resume from another checkpoint of that directory, give it as --restore-file "
-                    "(this file is left as it is)"
-                )
-            raise error from None
-
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu_with_one_line_errors

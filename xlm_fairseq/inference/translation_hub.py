@@ -11,7 +11,7 @@ search, sampling, n-best, batching, ``.cuda()``/``.half()``) with the model's ow
     best = mt.generate(mt.encode("Hallo Welt!", "de"), src="de", tgt="en", beam=5)  # n-best dicts
     mt.decode(best[0]["tokens"], "en")
 
-A model directory made by ``python -m xlm_fairseq.export`` (checkpoint, ``dict.txt``, the pipeline's
+A model directory made by ``xlm-fairseq-export`` (checkpoint, ``dict.txt``, the pipeline's
 files) loads without ``data_name_or_path``. Text goes through exactly the pipeline of the data-bin
 the model was trained on (``preprocess/pipeline.py``, stored in the checkpoint)."""
 
@@ -24,7 +24,7 @@ from fairseq.hub_utils import GeneratorHubInterface
 from preprocess import layout
 from xlm_fairseq.data.encoders import XLMSubwords, XLMWordTokenizer
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.hub import is_translation_model, load_checkpoint
+from xlm_fairseq.inference.hub import is_translation_model, load_checkpoint
 
 
 class XLMTranslationHubInterface(GeneratorHubInterface):

@@ -5,6 +5,8 @@ fairseq writes ``checkpoint_E_U.pt`` under a ``.tmp`` name and renames it, but t
 copy leaves a truncated ``checkpoint_last.pt``, and the restarted job cannot resume. Here a local copy
 is written beside the destination under a temporary name and renamed over it, so the destination is
 always either the old checkpoint or the new one.
+
+Patch of fairseq 0.12's ``PathManager.copy`` (no hook for how checkpoints are copied).
 """
 
 import shutil

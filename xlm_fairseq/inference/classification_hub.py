@@ -16,7 +16,7 @@ import torch
 
 from preprocess import layout
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.hub import XLMHubInterface, is_classifier, load_checkpoint
+from xlm_fairseq.inference.hub import XLMHubInterface, is_classifier, load_checkpoint
 
 
 class XLMClassificationHubInterface(XLMHubInterface):

@@ -6,6 +6,8 @@ a torch operation aborts the whole process ("terminate called without an active 
 code 134) after training has finished and saved: a successful run reported as a crash. This happens
 when training stops shortly after a new epoch's iterator started filling its buffer (tiny epochs,
 ``--stop-time-hours``). At exit each prefetch thread now finishes the batch in hand and stops.
+
+Patch for fairseq 0.12's ``iterators.BackgroundConsumer`` (it has no stop at exit): an ``atexit`` hook.
 """
 
 import atexit

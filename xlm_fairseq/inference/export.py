@@ -2,7 +2,7 @@
 and the text pipeline (``text_pipeline.json`` and its subword model), so that
 ``XLMModel.from_pretrained(OUT_DIR)`` needs no data-bin. Works for LMs and translation models::
 
-    python -m xlm_fairseq.export ckpt/unmt/checkpoint_best.pt models/unmt-de-en [--data DATA] [--force]
+    xlm-fairseq-export ckpt/unmt/checkpoint_best.pt models/unmt-de-en [--data DATA] [--force]
 
 The optimizer state is left out (a third of a checkpoint's size with Adam's two moments). OUT_DIR
 appears whole or not at all; an existing one is replaced only with ``--force``."""
@@ -15,12 +15,12 @@ from typing import Optional
 from fairseq.checkpoint_utils import torch_persistent_save
 
 from preprocess.errors import ArgumentParser, run_command
+from preprocess.files import check_out_dir, staged_out_dir
 from preprocess.layout import DICT_FILE, MODEL_FILE
 from preprocess.pipeline import PipelineSettings, load_pipeline, read_settings, write_settings
-from xlm_fairseq import safe_load
-from xlm_fairseq.convert.out_dir import check_out_dir, staged_out_dir
 from xlm_fairseq.data.dictionary import dictionary_digest, load_dictionary
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.patches import safe_load
 
 
 def export_model_dir(checkpoint: str, out_dir: str, data: Optional[str] = None, force: bool = False) -> str:

@@ -1,7 +1,7 @@
 """Bilingual lexicon induction (MUSE's word translation retrieval): does a pretrained XLM align the
 words of two languages, before any translation training?
 
-    python -m xlm_fairseq.lexicon MODEL --dict de-en.txt [--data DATA] [--json OUT]
+    python -m xlm_fairseq.evaluation.lexicon MODEL --dict de-en.txt [--data DATA] [--json OUT]
 
 ``--dict`` is a MUSE dictionary (``src tgt`` a line; a word with several translations on several
 lines). For each source word, every target-language word is ranked by cosine similarity (``nn``) and
@@ -273,7 +273,7 @@ def report(result: dict, model: str) -> str:
 def load_model(model: str, checkpoint_file: str, data: str, random_init: bool = False):
     """The LM hub of MODEL; ``data``: the data-bin (default: the one a training checkpoint names)."""
     from preprocess.layout import MODEL_FILE
-    from xlm_fairseq.hub import XLMHubInterface
+    from xlm_fairseq.inference.hub import XLMHubInterface
     from xlm_fairseq.models.xlm import XLMModel
 
     hub = XLMModel.from_pretrained(model, checkpoint_file or MODEL_FILE, data or ".")
@@ -290,7 +290,7 @@ def load_model(model: str, checkpoint_file: str, data: str, random_init: bool = 
 def default_data(model: str, checkpoint_file: str) -> str:
     """The data-bin a training checkpoint was trained on, if it is still there; else ''."""
     from preprocess.layout import MODEL_FILE
-    from xlm_fairseq.pretrained import PretrainedCheckpoint
+    from xlm_fairseq.assets import PretrainedCheckpoint
 
     path = os.path.join(model, checkpoint_file or MODEL_FILE) if os.path.isdir(model) else model
     if not os.path.isfile(path):
@@ -300,7 +300,7 @@ def default_data(model: str, checkpoint_file: str) -> str:
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(name="lexicon", prog="python -m xlm_fairseq.lexicon", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(name="lexicon", prog="xlm-fairseq-lexicon", description=__doc__.split("\n\n")[0])
     p.add_argument("model", help="a pretrained LM: training checkpoint, converter or export directory")
     p.add_argument("--dict", required=True, help="MUSE dictionary: 'source target' a line")
     p.add_argument("--data", help="data-bin (dictionary, text pipeline, training text; default: the model's own)")

@@ -13,7 +13,7 @@ pipeline is the one the model was trained with (``preprocess/pipeline.py``): its
 the checkpoint (or ``text_pipeline.json``), its subword model (``spm.model`` for our data-bins,
 ``bpe.codes`` for converted XLM models) from the model directory or the data-bin. Without one,
 ``encode``/``decode``/``fill_mask`` refuse; the tensor methods still work. A translation model loads
-as :class:`xlm_fairseq.translation_hub.XLMTranslationHubInterface` (``XLMModel.from_pretrained``
+as :class:`xlm_fairseq.inference.translation_hub.XLMTranslationHubInterface` (``XLMModel.from_pretrained``
 picks the hub of the checkpoint's kind).
 """
 
@@ -28,8 +28,8 @@ from torch import Tensor
 
 from preprocess import layout
 from preprocess.errors import UserError
-from xlm_fairseq import safe_load
-from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.errors import NOT_A_TRANSLATION_MODEL, XLMUserError
+from xlm_fairseq.patches import safe_load
 
 logger = logging.getLogger(__name__)
 
@@ -87,13 +87,6 @@ def load_checkpoint(model_name_or_path, checkpoint_file=layout.MODEL_FILE, data_
     return x, path
 
 
-# XLM's most asked question (#146, #212, #236, #273): a pretrained LM used to translate
-NOT_A_TRANSLATION_MODEL = (
-    "a pretrained encoder (cross_lingual_lm), not a translation model; train one from it with "
-    "--task translation_lm --pretrained-xlm-checkpoint CHECKPOINT, or use its features through XLMModel.from_pretrained"
-)
-
-
 class XLMHubInterface(nn.Module):
     """A loaded XLM LM with its dictionary, languages and text pipeline. Eval mode, no gradients."""
 
@@ -121,7 +114,7 @@ class XLMHubInterface(nn.Module):
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file=layout.MODEL_FILE, data_name_or_path=".", **kwargs):
         """``model_name_or_path``: a directory holding ``checkpoint_file`` and ``dict.txt`` (a
-        converter OUT_DIR, a model dir made by ``xlm_fairseq.export``, or a training checkpoint
+        converter OUT_DIR, a model dir made by ``xlm-fairseq-export``, or a training checkpoint
         directory beside a data-bin's files); a checkpoint file path also works. kwargs override
         checkpoint options (``data=...``). Refuses a translation model (see :func:`from_pretrained`)."""
         x, path = load_checkpoint(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)

@@ -3,7 +3,7 @@ aligns languages. Each sentence of two line-aligned files becomes the mean of it
 (its pieces; the ``</s>`` around it left out), and every sentence retrieves its nearest neighbour by
 cosine in the other file; accuracy@1 is the share that find their own translation, both ways::
 
-    python -m xlm_fairseq.retrieval MODEL --src en=test.en-de.en --tgt de=test.en-de.de [--json OUT]
+    python -m xlm_fairseq.evaluation.retrieval MODEL --src en=test.en-de.en --tgt de=test.en-de.de [--json OUT]
 
 MODEL is a pretrained LM (a converted or exported dir, or a training checkpoint with ``--data``, its
 data-bin) or a fine-tuned classifier (``--checkpoint-file`` names the file in a directory). Also
@@ -76,7 +76,7 @@ def _read(spec: str, option: str):
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(name="retrieval", prog="python -m xlm_fairseq.retrieval", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(name="retrieval", prog="xlm-fairseq-retrieve", description=__doc__.split("\n\n")[0])
     p.add_argument("model", help="a pretrained LM or fine-tuned classifier: checkpoint file or model directory")
     p.add_argument("--checkpoint-file", default=None, help="the file in a model directory (default: model.pt)")
     p.add_argument("--data", default=".", help="the data-bin of a training checkpoint (dict.txt, text pipeline)")
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         if args.max_sentences:
             src, tgt = src[: args.max_sentences], tgt[: args.max_sentences]
         from preprocess.layout import MODEL_FILE
-        from xlm_fairseq.hub import XLMHubInterface
+        from xlm_fairseq.inference.hub import XLMHubInterface
         from xlm_fairseq.models.xlm import XLMModel
 
         hub = XLMModel.from_pretrained(args.model, args.checkpoint_file or MODEL_FILE, args.data)

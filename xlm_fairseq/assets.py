@@ -13,10 +13,10 @@ from fairseq.data import Dictionary
 from preprocess.langs import parse_langs
 from preprocess.layout import MODEL_FILE
 from preprocess.pipeline import PipelineSettings, read_settings, restore_subword_model
-from xlm_fairseq import safe_load
 from xlm_fairseq.data.dictionary import checkpoint_dictionary, dictionary_from_state
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LM_PREFIX
+from xlm_fairseq.patches import safe_load
 
 
 def resolve_checkpoint(path: str) -> str:

@@ -1,7 +1,7 @@
 """Predict with a fine-tuned classifier (``--task xlm_classification``) on classification TSV files,
 and score the predictions where the file has labels::
 
-    python -m xlm_fairseq.classify ckpt/xcls --checkpoint-file checkpoint_best.pt \\
+    python -m xlm_fairseq.inference.classify ckpt/xcls --checkpoint-file checkpoint_best.pt \\
         DATA/valid.en.tsv DATA/valid.de.tsv [--out-dir preds/] [--json results.json]
 
 The language of a file is its name's (``{split}.{lang}.tsv``) unless ``--lang`` says otherwise.
@@ -44,7 +44,7 @@ def classify_file(clf, path: str, lang: str, max_tokens: int = 4096):
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(name="classify", prog="python -m xlm_fairseq.classify", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(name="classify", prog="xlm-fairseq-classify", description=__doc__.split("\n\n")[0])
     p.add_argument("model", help="a save dir, model dir or checkpoint of --task xlm_classification")
     p.add_argument("tsv", nargs="+", help="classification files (id, text [, text_b] [, label] columns)")
     p.add_argument("--checkpoint-file", default="checkpoint_best.pt", help="in the model dir (default: %(default)s)")
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
         langs = [file_lang(path, args.lang) for path in args.tsv]
         import torch
 
-        from xlm_fairseq.classification_hub import XLMClassificationHubInterface
+        from xlm_fairseq.inference.classification_hub import XLMClassificationHubInterface
 
         clf = XLMClassificationHubInterface.from_pretrained(args.model, checkpoint_file=args.checkpoint_file)
         if torch.cuda.is_available() and not args.cpu:

@@ -3,6 +3,8 @@
 fairseq adds a task's options to its parser only after a first parse, and ``--help`` exits during
 that first parse, so help shows generic options alone. For this plugin's tasks, add the task's (and
 the chosen architecture's) options before help is printed. Nothing changes without -h/--help.
+
+Patch of fairseq 0.12's ``options.parse_args_and_arch`` (no hook to add a task's options to --help).
 """
 
 import sys

@@ -1,5 +1,8 @@
 """Number formats on accelerators: ``--bf16`` without a TPU, and TF32 matmuls under CUDA.
 
+fairseq 0.12 has no hook between parsing and device set-up; both are applied in its
+``distributed_utils.call_main``, which fairseq-train / -interactive / -validate / -eval-lm go through.
+
 fairseq's option parser turns ``--bf16`` into ``--tpu`` (TPUs were the only bf16 hardware when it
 was written): ``fairseq-train --bf16`` on a GPU or CPU then asks torch_xla for a device and fails.
 Where torch_xla is not installed there is no TPU to mean, so the implied ``--tpu`` is taken back
@@ -15,6 +18,7 @@ from fairseq.distributed import utils as distributed_utils
 logger = logging.getLogger(__name__)
 
 _original_call_main = distributed_utils.call_main
+XLM_TASKS = ("cross_lingual_lm", "translation_lm", "xlm_classification")  # the tasks with --no-tf32
 
 
 def has_torch_xla() -> bool:
@@ -31,6 +35,9 @@ def bf16_without_tpu(cfg) -> None:
 
 def call_main(cfg, main, **kwargs):
     bf16_without_tpu(cfg)
+    task = getattr(cfg, "task", None)
+    if task is not None and str(getattr(task, "_name", "")) in XLM_TASKS:
+        set_tf32(not getattr(task, "no_tf32", False))
     return _original_call_main(cfg, main, **kwargs)
 
 

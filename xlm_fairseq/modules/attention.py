@@ -1,0 +1,123 @@
+"""Multi-head attention with XLM's parameter names (``q_lin``, ``k_lin``, ``v_lin``, ``out_lin``), and
+the key/value cache of incremental decoding."""
+
+from typing import Dict, Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+from xlm_fairseq.modules.kernels import CPUAttentionWithDropout
+
+INITIAL_CACHE_STEPS = 16  # self-attention buffers start this long and double when full
+
+
+class KVCache:
+    """What a decoder keeps between steps: per self-attention layer the keys/values of the steps so far,
+    in buffers written in place (doubling when full: no concatenation per step); per encoder-decoder
+    attention layer the source's keys/values, projected once. ``length`` steps are stored; the stack
+    calls :meth:`advance` after each step. The one cache of greedy decoding (``generation.py``) and of
+    fairseq's incremental decoding (``SequenceGenerator``)."""
+
+    def __init__(self, capacity: int = INITIAL_CACHE_STEPS):
+        self.capacity = max(1, capacity)
+        self.length = 0
+        self.steps: Dict[int, Tuple[Tensor, Tensor]] = {}  # layer -> (B x H x capacity x D) x 2
+        self.source: Dict[int, Tuple[Tensor, Tensor]] = {}  # layer -> (B x H x S x D) x 2
+
+    def append(self, layer: int, k: Tensor, v: Tensor) -> Tuple[Tensor, Tensor]:
+        """Store this step's keys/values (B x H x T x D) after the earlier ones; all of them so far."""
+        end = self.length + k.size(2)
+        if layer not in self.steps or self.steps[layer][0].size(2) < end:
+            size = max(end, self.capacity if layer not in self.steps else 2 * self.steps[layer][0].size(2))
+            grown = tuple(x.new_empty(x.size(0), x.size(1), size, x.size(3)) for x in (k, v))
+            if layer in self.steps:
+                for new, old in zip(grown, self.steps[layer]):
+                    new[:, :, : self.length] = old[:, :, : self.length]
+            self.steps[layer] = grown
+        keys, values = self.steps[layer]
+        keys[:, :, self.length : end] = k
+        values[:, :, self.length : end] = v
+        return keys[:, :, :end], values[:, :, :end]
+
+    def advance(self, steps: int) -> None:
+        self.length += steps
+
+    def select(self, order: Tensor) -> None:
+        """Keep the batch rows ``order`` (a beam's reordering, or finished sentences leaving). The
+        source's keys/values are the same for every hypothesis of a sentence, so a reordering within
+        beams leaves them; only when the batch changes size are they selected (as fairseq's
+        ``MultiheadAttention`` does)."""
+        self.steps = {i: (k.index_select(0, order), v.index_select(0, order)) for i, (k, v) in self.steps.items()}
+        self.source = {
+            i: kv if kv[0].size(0) == order.numel() else (kv[0].index_select(0, order), kv[1].index_select(0, order))
+            for i, kv in self.source.items()
+        }
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention: self-attention (``kv`` None) or attention over ``kv``.
+
+    With a :class:`KVCache` (incremental decoding), self-attention appends the new steps to layer
+    ``layer``'s buffers and attends over all of them; encoder-decoder attention projects the source once.
+    """
+
+    def __init__(self, n_heads: int, dim: int, dropout: float):
+        super().__init__()
+        assert dim % n_heads == 0, "dim must be a multiple of n_heads"
+        self.n_heads = n_heads
+        self.head_dim = dim // n_heads
+        self.dropout = dropout
+        self.q_lin = nn.Linear(dim, dim)
+        self.k_lin = nn.Linear(dim, dim)
+        self.v_lin = nn.Linear(dim, dim)
+        self.out_lin = nn.Linear(dim, dim)
+
+    def _heads(self, x: Tensor) -> Tensor:  # B x T x C -> B x H x T x D
+        return x.view(x.size(0), -1, self.n_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Optional[Tensor] = None,
+        kv: Optional[Tensor] = None,
+        causal: bool = False,
+        cache: Optional[KVCache] = None,
+        layer: int = 0,
+    ) -> Tensor:
+        bs, qlen, dim = x.size()
+        q = self._heads(self.q_lin(x))
+        if kv is None:  # self-attention
+            k, v = self._heads(self.k_lin(x)), self._heads(self.v_lin(x))
+            if cache is not None:
+                k, v = cache.append(layer, k, v)
+        elif cache is not None and layer in cache.source:  # source already projected
+            k, v = cache.source[layer]
+        else:
+            k, v = self._heads(self.k_lin(kv)), self._heads(self.v_lin(kv))
+            if cache is not None:
+                cache.source[layer] = (k, v)
+
+        # softmax(q k^T / sqrt(head_dim)) v; neither path keeps the B x H x qlen x klen weights for the
+        # backward pass: torch's fused kernels (flash / memory-efficient on GPU, flash on CPU), or on
+        # CPU training with attention dropout, where torch falls back to the unfused maths, our own
+        klen = k.size(2)
+        allowed, is_causal = None, False
+        if causal and qlen > 1:
+            if key_padding_mask is None and qlen == klen:
+                is_causal = True
+            else:  # query i (at absolute step klen-qlen+i) sees keys 0..klen-qlen+i
+                allowed = torch.ones(qlen, klen, dtype=torch.bool, device=x.device).tril(klen - qlen)[None, None]
+        if key_padding_mask is not None:
+            keys = ~key_padding_mask[:, None, None, :]
+            allowed = keys if allowed is None else allowed & keys
+        if self.training and self.dropout > 0 and x.device.type == "cpu":
+            if is_causal:
+                allowed = torch.ones(qlen, klen, dtype=torch.bool, device=x.device).tril()[None, None]
+            context = CPUAttentionWithDropout.apply(q * self.head_dim**-0.5, k, v, allowed, self.dropout)
+        else:
+            context = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=allowed, dropout_p=self.dropout if self.training else 0.0, is_causal=is_causal
+            )
+        return self.out_lin(context.transpose(1, 2).reshape(bs, qlen, dim))

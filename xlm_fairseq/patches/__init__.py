@@ -1,0 +1,31 @@
+"""Every change this plugin makes to fairseq's and torch's behaviour, one module each, installed by
+one explicit call (:func:`install`, from the plugin's ``__init__``). Each module names the fairseq
+(or torch) version and the missing hook it works around; nothing else in the plugin patches."""
+
+from xlm_fairseq.patches import (
+    checkpoint_copy,
+    checkpoint_reader,
+    interactive_input,
+    precision,
+    prefetch_at_exit,
+    safe_load,
+    task_help,
+    user_errors,
+)
+
+PATCHES = (
+    safe_load,  # torch >= 2.6 loads weights-only: fairseq's and XLM's checkpoints allowlisted by class
+    checkpoint_reader,  # an unreadable checkpoint is one line naming it (and how to resume otherwise)
+    user_errors,  # a user error raised inside fairseq's commands is one `error:` line
+    task_help,  # `fairseq-train --task cross_lingual_lm --help` lists the task's options
+    checkpoint_copy,  # checkpoint_last.pt / _best.pt replaced atomically, never half-copied
+    precision,  # --bf16 without a TPU; TF32 under CUDA unless --no-tf32
+    prefetch_at_exit,  # batch-prefetch threads stop between batches at exit (no abort after a finished run)
+    interactive_input,  # fairseq-interactive reads strict UTF-8, a bad line one error naming it
+)
+
+
+def install() -> None:
+    """Install every patch (idempotent)."""
+    for patch in PATCHES:
+        patch.install()
