@@ -14,7 +14,7 @@ from conftest import BIN, ROOT, SAMPLE, TRAIN_ARGS, fairseq, head, json_logs, ru
 
 from preprocess.classification import read_tsv
 from xlm_fairseq.data.classification import SentenceClassificationDataset, encode_row
-from xlm_fairseq.models.xlm import parse_layer_range
+from xlm_fairseq.models.classifier import parse_layer_range
 
 XCLS = SAMPLE / "xcls"
 CLASSIFY_ARGS = [*TRAIN_ARGS, "--task", "xlm_classification", "--lr", "0.0005", "--batch-size", "16"]
