@@ -16,7 +16,6 @@ SPM_MODEL_FILE = "spm.model"
 SPM_VOCAB_FILE = "spm.vocab"
 BPE_CODES_FILE = "bpe.codes"  # XLM/fastBPE codes, "a b count" per line
 PIPELINE_FILE = "text_pipeline.json"  # the text pipeline's settings (preprocess/pipeline.py)
-XLM_TOKENIZER_FILE = "xlm_tokenizer.json"  # before PIPELINE_FILE: a BPE_CODES_FILE model's settings (read only)
 MANIFEST_FILE = "manifest.json"
 SUMMARY_JSON_FILE = "summary.json"
 SUMMARY_TEXT_FILE = "summary.txt"

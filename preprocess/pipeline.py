@@ -70,39 +70,12 @@ def _read_json(path: str, what: str):
         raise UserError(f"{path}: cannot read {what} ({e})") from None
 
 
-def _legacy_settings(directory: str) -> Optional[PipelineSettings]:
-    """Data-bins and converted dirs made before text_pipeline.json: ``spm.model`` (with the
-    manifest's Romanian option), or ``xlm_tokenizer.json`` + ``bpe.codes`` (the hub always
-    stripped Romanian diacritics for those)."""
-    manifest_path = os.path.join(directory, layout.MANIFEST_FILE)
-    manifest = _read_json(manifest_path, "the manifest") if os.path.isfile(manifest_path) else {}
-    options = manifest.get("options") if isinstance(manifest, dict) else None
-    options = options if isinstance(options, dict) else {}
-    tokenizer_path = os.path.join(directory, layout.XLM_TOKENIZER_FILE)
-    if os.path.isfile(tokenizer_path):
-        info = _read_json(tokenizer_path, "the tokenizer settings")
-        info = info if isinstance(info, dict) else {}
-        return PipelineSettings(
-            subwords="xlm_bpe",
-            subword_model=info.get("bpe_codes") or layout.BPE_CODES_FILE,
-            ro_remove_diacritics=bool(options.get("ro_remove_diacritics", not options)),
-            lowercase_and_remove_accent=bool(info.get("lowercase_and_remove_accent", True)),
-        )
-    if os.path.isfile(os.path.join(directory, layout.SPM_MODEL_FILE)):
-        return PipelineSettings(
-            subwords="sentencepiece",
-            subword_model=layout.SPM_MODEL_FILE,
-            ro_remove_diacritics=bool(options.get("ro_remove_diacritics", False)),
-        )
-    return None
-
-
 def read_settings(directory: str) -> Optional[PipelineSettings]:
     """The settings a data-bin or model directory stores, or None if it describes no pipeline."""
     path = os.path.join(directory, layout.PIPELINE_FILE)
     if os.path.isfile(path):
         return PipelineSettings.from_dict(_read_json(path, "the text pipeline"), path)
-    return _legacy_settings(directory)
+    return None
 
 
 class TextPipeline:

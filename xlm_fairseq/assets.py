@@ -1,22 +1,35 @@
-"""Read a pretrained XLM (our checkpoint, a converter or export OUT_DIR, or a fine-tuned classifier)
-to initialise another model: its parameters, languages, dictionary and text pipeline.
+"""One answer to "which dictionary, languages and text pipeline belong to this model", and the
+reading of a pretrained LM to start another model from (``init_from_lm``).
 
-The vocabulary must be the same; languages are matched by name, so a model pretrained on
-en,de,ro can start a run over de,en (language-embedding rows are reordered)."""
+Every lookup goes in one order: what the checkpoint carries (fairseq's ``task_state``: dictionary,
+text pipeline and its subword model, languages), then the files beside the checkpoint (a model dir
+made by ``xlm-fairseq-export`` or the converter), then the data-bin it names (or the one given).
+A pretrained LM's vocabulary must be the one of the new model; languages are matched by name, so a
+model pretrained on en,de,ro can start a run over de,en (language-embedding rows are reordered).
+"""
 
+import logging
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from fairseq.data import Dictionary
 
 from preprocess.langs import parse_langs
-from preprocess.layout import MODEL_FILE
-from preprocess.pipeline import PipelineSettings, read_settings, restore_subword_model
-from xlm_fairseq.data.dictionary import checkpoint_dictionary, dictionary_from_state
+from preprocess.layout import DICT_FILE, MODEL_FILE
+from preprocess.pipeline import PipelineSettings, TextPipeline, load_pipeline, read_settings, restore_subword_model
+from xlm_fairseq.data.dictionary import dictionary_from_state, load_dictionary
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LM_PREFIX
 from xlm_fairseq.patches import safe_load
+
+logger = logging.getLogger(__name__)
+
+
+def read_checkpoint(path: str) -> dict:
+    """A checkpoint file read safely (fairseq's and XLM's classes allowlisted); an unreadable or
+    refused file is one line naming it."""
+    return safe_load.load(path)
 
 
 def resolve_checkpoint(path: str) -> str:
@@ -27,20 +40,63 @@ def resolve_checkpoint(path: str) -> str:
     return path
 
 
-class PretrainedCheckpoint:
-    """One checkpoint, loaded once. What it carries (``task_state``: a classifier's dictionary, text
-    pipeline and subword model) comes first; then the files beside it and in its data-bin."""
+class ModelAssets:
+    """A model's dictionary, text pipeline and subword model: from ``carried`` (a checkpoint's
+    ``task_state``), else from ``dirs`` in order (beside the checkpoint, then the data-bin).
+    ``name`` (the checkpoint) is named in messages."""
 
-    def __init__(self, path: str):
+    def __init__(self, carried: Optional[Mapping], dirs: Sequence[Optional[str]], name: str):
+        self.carried = carried or {}
+        self.dirs = list(dict.fromkeys(d for d in dirs if d and os.path.isdir(d)))
+        self.name = name
+
+    def dictionary(self) -> Tuple[Optional[Dictionary], Optional[str]]:
+        """(the dictionary, where it came from), or (None, None)."""
+        if self.carried.get("dictionary"):
+            return dictionary_from_state(self.carried["dictionary"]), self.name
+        for directory in self.dirs:
+            if os.path.isfile(os.path.join(directory, DICT_FILE)):
+                return load_dictionary(directory), directory
+        return None, None
+
+    def pipeline_settings(self) -> Optional[PipelineSettings]:
+        stored = self.carried.get("text_pipeline")
+        if stored:
+            return PipelineSettings.from_dict(stored, f"{self.name}: its text pipeline")
+        return next((s for s in map(read_settings, self.dirs) if s is not None), None)
+
+    def subword_dirs(self) -> List[str]:
+        """Where its subword model is looked up: the one it carries (restored to a cache directory)
+        first, then ``dirs``."""
+        carried = self.carried.get("subword_model")
+        return ([restore_subword_model(carried, self.name)] if carried else []) + self.dirs
+
+    def pipeline(self, first_dirs: Sequence[str] = ()) -> Optional[TextPipeline]:
+        """The text pipeline (None when nothing describes one); ``first_dirs`` are searched for the
+        subword model before the others (a hub's model directory)."""
+        return load_pipeline([*first_dirs, *self.subword_dirs()], self.pipeline_settings())
+
+
+class PretrainedCheckpoint:
+    """One checkpoint, read once: its parameters, languages and :class:`ModelAssets` (what it
+    carries, then the files beside it, then ``data`` or the data-bin its config names)."""
+
+    def __init__(self, path: str, data: Optional[str] = None):
         self.path = resolve_checkpoint(path)
-        self.state = safe_load.load(self.path)
+        self.state = read_checkpoint(self.path)
         if not isinstance(self.state, dict) or "model" not in self.state:
             raise XLMUserError(f"{self.path}: not a fairseq checkpoint (no model)")
         self.task_state = self.state.get("task_state") or {}
+        self.assets = ModelAssets(self.task_state, [os.path.dirname(self.path), data or self.data_bin], self.path)
 
     @property
     def task_cfg(self) -> dict:
         return (self.state.get("cfg") or {}).get("task") or {}
+
+    @property
+    def data_bin(self) -> str:
+        """The data-bin it was trained on, as its config names it ('' when none)."""
+        return str(self.task_cfg.get("data") or "").split(os.pathsep)[0]
 
     @property
     def langs(self) -> List[str]:
@@ -48,28 +104,8 @@ class PretrainedCheckpoint:
             return list(self.task_state["langs"])
         return parse_langs(self.task_cfg.get("langs", ""), f"{self.path}: its --langs")
 
-    def dirs(self) -> List[str]:
-        """Where its ``dict.txt`` and subword model may be: beside it, then its data-bin."""
-        data = str(self.task_cfg.get("data") or "").split(os.pathsep)[0]
-        return [d for d in (os.path.dirname(self.path), data) if d and os.path.isdir(d)]
-
     def dictionary(self) -> Tuple[Optional[Dictionary], Optional[str]]:
-        """(its dictionary, where it came from), or (None, None)."""
-        if self.task_state.get("dictionary"):
-            return dictionary_from_state(self.task_state["dictionary"]), self.path
-        return checkpoint_dictionary(self.path, self.state)
-
-    def pipeline_settings(self) -> Optional[PipelineSettings]:
-        stored = self.task_state.get("text_pipeline")
-        if stored:
-            return PipelineSettings.from_dict(stored, f"{self.path}: its text pipeline")
-        return next((s for s in map(read_settings, self.dirs()) if s is not None), None)
-
-    def subword_dirs(self) -> List[str]:
-        """Directories to look up its subword model in (one restored from the checkpoint first)."""
-        carried = self.task_state.get("subword_model")
-        restored = [restore_subword_model(carried, self.path)] if carried else []
-        return restored + self.dirs()
+        return self.assets.dictionary()
 
     def architecture(self) -> str:
         """The options that rebuild its stack (for messages): ``--encoder-embed-dim 1024 ...``."""
@@ -116,6 +152,16 @@ class PretrainedCheckpoint:
         return lm
 
 
-def load_pretrained_lm_state(path: str, dictionary: Dictionary, langs: List[str]) -> Dict[str, torch.Tensor]:
-    """The LM parameters of the checkpoint at ``path`` (see :meth:`PretrainedCheckpoint.lm_state`)."""
-    return PretrainedCheckpoint(path).lm_state(dictionary, langs)
+def init_from_lm(model, path: str, dictionary: Dictionary, langs: List[str]) -> None:
+    """Start ``model`` (an LM, a classifier or a translation model) from the pretrained LM at ``path``
+    (XLM's ``--reload_model``): every stack of the model takes the LM's parameters; only what an LM
+    does not have (a decoder's encoder-decoder attention and its LayerNorm, a classifier's head) stays
+    as initialised, and the LM's output layer is left out where the model has none."""
+    pretrained = PretrainedCheckpoint(path)
+    fresh = model.init_from_lm(pretrained.lm_state(dictionary, langs), pretrained)
+    note = (
+        f"; as initialised: {len(fresh)} tensors ({', '.join(sorted({f.split('.')[1] for f in fresh}))})"
+        if fresh
+        else ""
+    )
+    logger.info(f"initialised from {pretrained.path}{note}")

@@ -8,6 +8,7 @@ from typing import Dict, List
 from fairseq import metrics, utils
 
 from preprocess.text import detokenize
+from xlm_fairseq.objectives import Objective
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +20,7 @@ def batch_bleu_stats(key: str, hypos, targets, dictionary, pipeline, print_sampl
     """BLEU statistics of fairseq-generated ``hypos`` against the ``targets`` (padded token rows) of
     objective ``key`` (its last language the target's): subwords joined by the data-bin's text
     pipeline (fastBPE's ``@@`` without one), then Moses-detokenised for sacreBLEU."""
-    tgt = key.split("-")[-1]
+    tgt = Objective.parse(key).target
 
     def tokenized(tokens, unk):
         pieces = dictionary.string(tokens.int().cpu(), unk_string=unk).split()
@@ -76,7 +77,7 @@ def reduce_bleu(logging_outputs) -> None:
     """Sum each direction's statistics and derive its two BLEUs."""
     keys = sorted({k.split(":")[0] for log in logging_outputs for k in log if k.endswith(":bleu_sys_len")})
     for key in keys:
-        direction = key[len("mt_") :]
+        direction = "-".join(Objective.parse(key).langs)
 
         def total(name, key=key):
             return sum(log.get(f"{key}:{name}", 0) for log in logging_outputs)

@@ -295,7 +295,7 @@ def default_data(model: str, checkpoint_file: str) -> str:
     path = os.path.join(model, checkpoint_file or MODEL_FILE) if os.path.isdir(model) else model
     if not os.path.isfile(path):
         return ""
-    data = str(PretrainedCheckpoint(path).task_cfg.get("data") or "").split(os.pathsep)[0]
+    data = PretrainedCheckpoint(path).data_bin
     return data if data and os.path.isfile(os.path.join(data, "dict.txt")) else ""
 
 

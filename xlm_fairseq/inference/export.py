@@ -17,10 +17,10 @@ from fairseq.checkpoint_utils import torch_persistent_save
 from preprocess.errors import ArgumentParser, run_command
 from preprocess.files import check_out_dir, staged_out_dir
 from preprocess.layout import DICT_FILE, MODEL_FILE
-from preprocess.pipeline import PipelineSettings, load_pipeline, read_settings, write_settings
-from xlm_fairseq.data.dictionary import dictionary_digest, load_dictionary
+from preprocess.pipeline import write_settings
+from xlm_fairseq.assets import PretrainedCheckpoint
+from xlm_fairseq.data.dictionary import dictionary_digest
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.patches import safe_load
 
 
 def export_model_dir(checkpoint: str, out_dir: str, data: Optional[str] = None, force: bool = False) -> str:
@@ -28,36 +28,32 @@ def export_model_dir(checkpoint: str, out_dir: str, data: Optional[str] = None, 
     if not os.path.isfile(checkpoint):
         raise XLMUserError(f"{checkpoint}: no such checkpoint")
     check_out_dir(out_dir, force, src=checkpoint)
-    state = safe_load.load(checkpoint)
-    if not (isinstance(state, dict) and isinstance(state.get("cfg"), dict) and "model" in state):
-        raise XLMUserError(f"{checkpoint}: not a fairseq checkpoint of xlm_fairseq (no cfg/model)")
-    cfg = state["cfg"]
-    trained_on = str((cfg.get("task") or {}).get("data") or "").split(os.pathsep)[0]
-    dirs = [d for d in (data, os.path.dirname(os.path.abspath(checkpoint)), trained_on) if d]
-    stored = (state.get("task_state") or {}).get("text_pipeline")
-    if stored:
-        settings = PipelineSettings.from_dict(stored, f"{checkpoint}: its text pipeline")
-    else:  # a checkpoint from before pipelines were stored: the data-bin's
-        settings = next((s for s in (read_settings(d) for d in dirs if os.path.isdir(d)) if s is not None), None)
-        if settings is None:
-            raise XLMUserError(f"{checkpoint}: no text pipeline in it nor in {', '.join(dirs)}; give --data DATA")
-    pipeline = load_pipeline(dirs, settings)
-    dict_dir = next((d for d in dirs if os.path.isfile(os.path.join(d, DICT_FILE))), None)
-    if dict_dir is None:
-        raise XLMUserError(f"no {DICT_FILE} in {', '.join(dirs)}; give --data DATA (the data-bin it was trained on)")
-
-    task_state = dict(state.get("task_state") or {}, text_pipeline=settings.to_dict())
-    digest = dictionary_digest(load_dictionary(os.path.join(dict_dir, DICT_FILE)))
+    ckpt = PretrainedCheckpoint(checkpoint, data)
+    state, cfg = ckpt.state, ckpt.state.get("cfg")
+    if not isinstance(cfg, dict):
+        raise XLMUserError(f"{checkpoint}: not a fairseq checkpoint of xlm_fairseq (no cfg)")
+    settings = ckpt.assets.pipeline_settings()
+    if settings is None:
+        raise XLMUserError(
+            f"{checkpoint}: no text pipeline in it nor in {', '.join(ckpt.assets.dirs)}; give --data DATA"
+        )
+    pipeline = ckpt.assets.pipeline()
+    dictionary, where = ckpt.assets.dictionary()
+    if dictionary is None:
+        raise XLMUserError(
+            f"no {DICT_FILE} in {', '.join(ckpt.assets.dirs)}; give --data DATA (the data-bin it was trained on)"
+        )
+    task_state = dict(ckpt.task_state, text_pipeline=settings.to_dict())
+    digest = dictionary_digest(dictionary)
     if task_state.setdefault("dictionary_sha256", digest) != digest:
         raise XLMUserError(
-            f"{os.path.join(dict_dir, DICT_FILE)}: not the dictionary the model was trained with; give --data DATA "
-            "(the data-bin it was trained on)"
+            f"{where}: not the dictionary the model was trained with; give --data DATA (the data-bin it was trained on)"
         )
     out_dir = os.path.abspath(out_dir)
     state = dict(state, last_optimizer_state=None, task_state=task_state)
     state["cfg"] = dict(cfg, task=dict(cfg.get("task") or {}, data=out_dir))
     with staged_out_dir(out_dir, force) as tmp:
-        shutil.copyfile(os.path.join(dict_dir, DICT_FILE), os.path.join(tmp, DICT_FILE))
+        dictionary.save(os.path.join(tmp, DICT_FILE))
         shutil.copyfile(pipeline.model_path, os.path.join(tmp, settings.subword_model))
         write_settings(tmp, settings)
         torch_persistent_save(state, os.path.join(tmp, MODEL_FILE))

@@ -1,8 +1,13 @@
 """What every XLM model class shares: checks when a checkpoint is loaded, and ``from_pretrained``."""
 
-from typing import List
+from typing import Dict, List
+
+import torch.nn as nn
+from torch import Tensor
 
 from xlm_fairseq.errors import XLMUserError
+
+LM_PREFIX = "encoder.transformer."  # where the pretrained LM's parameters sit in a checkpoint's state dict
 
 
 class XLMModelBase:
@@ -47,6 +52,39 @@ class XLMModelBase:
         they did: without a list to check."""
         super().upgrade_state_dict_named(state_dict, name)
         state_dict.setdefault(f"{name}._extra_state" if name else "_extra_state", None)
+
+    def stacks(self) -> Dict[str, nn.Module]:
+        """The model's transformer stacks by side (``encoder``, and ``decoder`` for translation)."""
+        sides = {"encoder": self.encoder.transformer}
+        if getattr(self, "decoder", None) is not None:
+            sides["decoder"] = self.decoder.transformer
+        return sides
+
+    def init_from_lm(self, lm_state: Dict[str, Tensor], pretrained=None) -> List[str]:
+        """Every stack from one pretrained LM's parameters (``encoder.transformer.*``): XLM's
+        ``--reload_model enc,dec``. What an LM has no counterpart for stays as initialised
+        (encoder-decoder attention and its LayerNorm; a classifier's head is outside the stacks); the
+        LM's output layer is skipped by a stack without one. Returns the names left as initialised."""
+        lm = {k[len(LM_PREFIX) :]: v for k, v in lm_state.items() if k.startswith(LM_PREFIX)}
+        built = f"; it was built with {pretrained.architecture()}" if pretrained is not None else ""
+        where = pretrained.path if pretrained is not None else "the pretrained checkpoint"
+        fresh = []
+        for side, stack in self.stacks().items():
+            own = stack.state_dict()
+            for name in own:
+                if name in lm:
+                    if own[name].shape != lm[name].shape:
+                        raise XLMUserError(
+                            f"{where}: parameter {name} has shape {tuple(lm[name].shape)}, the {side} of the model of "
+                            f"--arch and its options expects {tuple(own[name].shape)}{built}"
+                        )
+                    own[name] = lm[name]
+                elif name.startswith(("encoder_attn.", "layer_norm15.")):
+                    fresh.append(f"{side}.{name}")
+                else:
+                    raise XLMUserError(f"{where}: lacks {name}, needed by the {side} of the model of --arch{built}")
+            stack.load_state_dict(own)
+        return fresh
 
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):

@@ -6,21 +6,16 @@ both from one pretrained LM) for ``translation_lm``, :class:`XLMClassificationMo
 kind name one architecture. Layers are in ``modules/``, fairseq's interfaces in ``fairseq_interfaces``.
 """
 
-from typing import Dict, List
-
 from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
-from torch import Tensor
 
 from preprocess.langs import parse_langs
 from xlm_fairseq.errors import NOT_A_TRANSLATION_MODEL, XLMUserError
-from xlm_fairseq.models.base import XLMModelBase
+from xlm_fairseq.models.base import LM_PREFIX, XLMModelBase  # noqa: F401  (LM_PREFIX: the converters')
 from xlm_fairseq.models.classifier import XLMClassificationModel
 from xlm_fairseq.models.config import XLMConfig
 from xlm_fairseq.models.fairseq_interfaces import XLMDecoder, XLMEncoder
 from xlm_fairseq.models.lm import XLMLanguageModel
 from xlm_fairseq.modules.transformer import XLMTransformer
-
-LM_PREFIX = "encoder.transformer."  # where the pretrained LM's parameters sit in a checkpoint's state dict
 
 
 @register_model("xlm_transformer", dataclass=XLMConfig)
@@ -111,28 +106,6 @@ class XLMModel(XLMModelBase, FairseqEncoderDecoderModel):
         if state_dict and not any(k.startswith("decoder.") for k in state_dict):
             raise XLMUserError(f"the checkpoint is {NOT_A_TRANSLATION_MODEL}")
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
-
-    def load_pretrained_lm(self, lm_state: Dict[str, Tensor]) -> List[str]:
-        """XLM's ``--reload_model enc,dec``: both stacks from one LM; encoder-decoder attention (and its
-        LayerNorm) stay random. Returns the parameter names left as initialised."""
-        lm_state = {k[len(LM_PREFIX) :]: v for k, v in lm_state.items() if k.startswith(LM_PREFIX)}
-        fresh = []
-        for side, module in (("encoder", self.encoder.transformer), ("decoder", self.decoder.transformer)):
-            own = module.state_dict()
-            for name in own:
-                if name in lm_state:
-                    if own[name].shape != lm_state[name].shape:
-                        raise XLMUserError(
-                            f"pretrained parameter {name} has shape {tuple(lm_state[name].shape)}, "
-                            f"the {side} expects {tuple(own[name].shape)}"
-                        )
-                    own[name] = lm_state[name]
-                elif name.startswith(("encoder_attn.", "layer_norm15.")):
-                    fresh.append(f"{side}.{name}")
-                else:
-                    raise XLMUserError(f"pretrained checkpoint lacks {name} needed by the {side}")
-            module.load_state_dict(own)
-        return fresh
 
 
 def _set_dims(args, dim, layers, heads, prefixes=("encoder", "decoder")):

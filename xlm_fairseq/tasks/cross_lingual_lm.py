@@ -26,8 +26,9 @@ from xlm_fairseq.data import (
     stream_dataset,
 )
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.objectives import MAX_DRAWS_PER_FAMILY, Objective
 from xlm_fairseq.tasks import register_task_replacing
-from xlm_fairseq.tasks.base import MAX_DRAWS_PER_FAMILY, XLMTask, XLMTaskConfig
+from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
 
 logger = logging.getLogger(__name__)
 
@@ -116,8 +117,8 @@ class XLMCrossLingualLMTask(XLMTask):
         return self._mask_cfg
 
     def objective_keys(self) -> List[str]:
-        keys = [f"mlm_{a}" if b is None else f"tlm_{a}-{b}" for a, b in self.mlm_steps]
-        return keys + [f"clm_{a}" for a, _ in self.clm_steps]
+        lm = [Objective("mlm", (a,)) if b is None else Objective("tlm", (a, b)) for a, b in self.mlm_steps]
+        return [o.key for o in lm + [Objective("clm", (a,)) for a, _ in self.clm_steps]]
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         if not self.objective_keys():
@@ -126,7 +127,7 @@ class XLMCrossLingualLMTask(XLMTask):
         datasets = OrderedDict()
         missing = []
         for (a, b), key in zip(self.mlm_steps + self.clm_steps, self.objective_keys()):
-            objective = "clm" if key.startswith("clm") else "mlm"
+            objective = "clm" if Objective.parse(key).family == "clm" else "mlm"
             if b is None:
                 path = self._path(split, a)
                 mono = self._load(path)
@@ -168,22 +169,12 @@ class XLMCrossLingualLMTask(XLMTask):
             raise XLMUserError(f"no {split} data for any objective in {self.cfg.data}")
         self.datasets[split] = ObjectiveZipDataset(datasets)
 
-    def build_model(self, cfg, from_checkpoint=False):
-        model = super().build_model(cfg, from_checkpoint)
-        if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:
-            from xlm_fairseq.assets import load_pretrained_lm_state
-
-            state = load_pretrained_lm_state(self.cfg.pretrained_xlm_checkpoint, self.dictionary, self.langs)
-            model.load_state_dict(state, strict=True)
-            logger.info(f"initialised from {self.cfg.pretrained_xlm_checkpoint}")
-        return model
-
     # ---- objective schedule (XLM's shuf_order) ---------------------------------------------
 
     def families(self) -> List[List[str]]:
         """CLM, MLM (monolingual) and TLM (parallel) objectives: XLM samples each family apart."""
         keys = self.objective_keys()
-        return [[k for k in keys if k.startswith(prefix)] for prefix in ("clm_", "mlm_", "tlm_")]
+        return [[k for k in keys if Objective.parse(k).family == family] for family in ("clm", "mlm", "tlm")]
 
     def iteration_length(self, iteration: int = 0) -> int:
         return sum(min(MAX_DRAWS_PER_FAMILY, len(f)) for f in self.families())

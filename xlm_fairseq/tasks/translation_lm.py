@@ -33,8 +33,9 @@ from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, add_langs
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.evaluation.bleu import batch_bleu_stats, reduce_bleu
 from xlm_fairseq.generation import generate_greedy
+from xlm_fairseq.objectives import MAX_DRAWS_PER_FAMILY, Objective, bare_model, lambda_schedule
 from xlm_fairseq.tasks import register_task_replacing
-from xlm_fairseq.tasks.base import MAX_DRAWS_PER_FAMILY, XLMTask, XLMTaskConfig, bare_model, lambda_schedule
+from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
 
 logger = logging.getLogger(__name__)
 
@@ -184,12 +185,12 @@ class TranslationLMTask(XLMTask):
         if split == "train":
             for lang in OrderedDict.fromkeys(step[0] for step in self.ae_steps):
                 mono = self._mono(split, lang)
-                datasets[f"ae_{lang}"] = self._pair(lang, lang, mono, mono, noisy=True)
+                datasets[Objective("ae", (lang,)).key] = self._pair(lang, lang, mono, mono, noisy=True)
             for a, b, c in self.bt_steps:
                 mono = self._mono(split, a)  # generation batch: a -> b; the training batch is built later
-                datasets[f"bt_{a}-{b}-{a}"] = self._pair(a, a, mono, mono, tgt_id=self.lang2id[b])
+                datasets[Objective("bt", (a, b, a)).key] = self._pair(a, a, mono, mono, tgt_id=self.lang2id[b])
             for a, b in self.mt_steps:
-                datasets[f"mt_{a}-{b}"] = self.direction_dataset(split, a, b)
+                datasets[Objective("mt", (a, b)).key] = self.direction_dataset(split, a, b)
             if not datasets:
                 raise XLMUserError("nothing to train: give --ae-steps, --bt-steps and/or --mt-steps")
         else:
@@ -198,7 +199,7 @@ class TranslationLMTask(XLMTask):
                 if d_src is None:
                     logger.warning(f"no {split} parallel data for {a}-{b} ({path}.bin): not validated")
                     continue
-                datasets[f"mt_{a}-{b}"] = self._pair(a, b, d_src, d_tgt)
+                datasets[Objective("mt", (a, b)).key] = self._pair(a, b, d_src, d_tgt)
             if not datasets:
                 raise XLMUserError(
                     f"no {split} parallel data for any of "
@@ -251,15 +252,6 @@ class TranslationLMTask(XLMTask):
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         self.max_source_positions = model.encoder.max_positions()  # inputs to translate are cut to it
-        if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:
-            from xlm_fairseq.assets import load_pretrained_lm_state
-
-            lm = load_pretrained_lm_state(self.cfg.pretrained_xlm_checkpoint, self.dictionary, self.langs)
-            fresh = model.load_pretrained_lm(lm)
-            logger.info(
-                f"encoder and decoder initialised from {self.cfg.pretrained_xlm_checkpoint}; "
-                f"random: {len(fresh)} tensors of encoder-decoder attention"
-            )
         return model
 
     def back_translate(self, model, batch, src_lang_id: int, mid_lang_id: int) -> Dict:
@@ -313,19 +305,20 @@ class TranslationLMTask(XLMTask):
 
     def objective_keys(self) -> List[str]:
         """AE, MT, BT: the order of an XLM iteration."""
-        ae = [f"ae_{lang}" for lang in OrderedDict.fromkeys(lang for (lang,) in self.ae_steps)]
-        return ae + [f"mt_{a}-{b}" for a, b in self.mt_steps] + [f"bt_{a}-{b}-{c}" for a, b, c in self.bt_steps]
+        ae = [Objective("ae", (lang,)) for lang in OrderedDict.fromkeys(lang for (lang,) in self.ae_steps)]
+        mt = [Objective("mt", step) for step in self.mt_steps]
+        return [o.key for o in ae + mt + [Objective("bt", step) for step in self.bt_steps]]
 
-    def family(self, prefix: str) -> List[str]:
-        return [k for k in self.objective_keys() if k.startswith(prefix)]
+    def family(self, family: str) -> List[str]:
+        return [k for k in self.objective_keys() if Objective.parse(k).family == family]
 
     def iteration_length(self, iteration: int) -> int:
         """AE and BT objectives with a weight, and min(5, n) MT draws if MT has one."""
         n = 0
-        for prefix in ("ae_", "mt_", "bt_"):
-            keys = self.family(prefix)
-            if keys and self.lambdas[prefix[:2]](iteration) > 0:
-                n += min(MAX_DRAWS_PER_FAMILY, len(keys)) if prefix == "mt_" else len(keys)
+        for family in ("ae", "mt", "bt"):
+            keys = self.family(family)
+            if keys and self.lambdas[family](iteration) > 0:
+                n += min(MAX_DRAWS_PER_FAMILY, len(keys)) if family == "mt" else len(keys)
         return n
 
     def weight_breaks(self) -> List[int]:
@@ -338,9 +331,9 @@ class TranslationLMTask(XLMTask):
         order; MT min(5, n) draws with replacement (XLM samples parallel steps like its LM steps)."""
         rng = self.iteration_rng(iteration)
         plan = []
-        for prefix in ("ae_", "mt_", "bt_"):
-            keys = self.family(prefix)
-            if prefix == "mt_" and keys:
+        for family in ("ae", "mt", "bt"):
+            keys = self.family(family)
+            if family == "mt" and keys:
                 plan += [
                     keys[i] for i in rng.choice(len(keys), size=min(MAX_DRAWS_PER_FAMILY, len(keys)), replace=True)
                 ]
@@ -349,7 +342,7 @@ class TranslationLMTask(XLMTask):
         return plan
 
     def objective_weight(self, key: str, iteration: int) -> float:
-        return self.lambdas[key[:2]](iteration)
+        return self.lambdas[Objective.parse(key).family](iteration)
 
     # ---- steps ---------------------------------------------------------------------------
 
@@ -359,13 +352,14 @@ class TranslationLMTask(XLMTask):
         keys, iteration = self.update_objectives(update_num)
         keys = [k for k in keys if sample.get(k)]
         weights = {key: self.objective_weight(key, iteration) for key in keys}
-        for family in sorted({key[:2] for key in sample}):
+        for family in sorted({Objective.parse(key).family for key in sample}):
             metrics.log_scalar(f"lambda_{family}", self.lambdas[family](iteration), round=4)
 
         def prepare(key, batch):
-            if not key.startswith("bt_"):
+            objective = Objective.parse(key)
+            if objective.family != "bt":
                 return batch
-            a, b, _ = key[3:].split("-")
+            a, b, _ = objective.langs
             return self.back_translate(model, batch, self.lang2id[a], self.lang2id[b])
 
         return self.run_objectives(sample, model, criterion, keys, weights, optimizer, ignore_grad, batch_fn=prepare)

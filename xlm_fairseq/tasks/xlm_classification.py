@@ -38,7 +38,7 @@ from preprocess.pipeline import PipelineSettings, read_settings, restore_subword
 from xlm_fairseq.data.classification import SentenceClassificationDataset, encode_row
 from xlm_fairseq.data.dictionary import dictionary_from_state, dictionary_to_state, load_dictionary
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.tasks.base import XLMDataConfig, XLMTask
+from xlm_fairseq.tasks.base import XLMDataConfig, XLMDataTask
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class XLMClassificationConfig(XLMDataConfig):
 
 
 @register_task("xlm_classification", dataclass=XLMClassificationConfig)
-class XLMClassificationTask(XLMTask):
+class XLMClassificationTask(XLMDataTask):
     cfg: XLMClassificationConfig
     criterion_name = "xlm_sentence_classification"
     model_kind = "classifier"
@@ -180,7 +180,7 @@ class XLMClassificationTask(XLMTask):
             if mine is None:
                 raise XLMUserError(f"{self.data_dir}: no text_pipeline.json (a data-bin's, with its subword model)")
             return mine
-        theirs = self.pretrained.pipeline_settings()
+        theirs = self.pretrained.assets.pipeline_settings()
         if theirs is None:
             raise XLMUserError(f"{self.pretrained.path}: no text pipeline in it, beside it or in its data-bin")
         if mine is not None and mine != theirs:
@@ -196,7 +196,7 @@ class XLMClassificationTask(XLMTask):
         if "subword_model" in self.state.state_dict:  # carried: a loaded or a built model
             extra = [restore_subword_model(self.state.subword_model, "the checkpoint")]
         else:
-            extra = self.pretrained.subword_dirs() if self.cfg.pretrained_xlm_checkpoint else []
+            extra = self.pretrained.assets.subword_dirs() if self.cfg.pretrained_xlm_checkpoint else []
         return super().text_pipeline([*model_dirs, *extra])
 
     def require_pipeline(self):
@@ -319,19 +319,6 @@ class XLMClassificationTask(XLMTask):
         for name in CARRIED:  # evaluated now, so that every checkpoint carries them
             getattr(self.state, name)
         model = super().build_model(cfg, from_checkpoint)
-        if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:
-            state = self.pretrained.lm_state(self.dictionary, self.langs)
-            state = {k: v for k, v in state.items() if ".pred_layer." not in k}  # the LM's output layer
-            own = model.state_dict()
-            missing = [k for k in own if k not in state and not k.startswith("classification_head.")]
-            misfits = [k for k in state if k not in own or own[k].shape != state[k].shape] + missing
-            if misfits:
-                raise XLMUserError(
-                    f"{self.pretrained.path}: its stack does not fit the model of --arch and its options "
-                    f"({misfits[0]}); it was built with {self.pretrained.architecture()}"
-                )
-            model.load_state_dict(state, strict=False)
-            logger.info(f"initialised from {self.pretrained.path}")
         trained = model.freeze_outside(self.cfg.finetune_layers)
         total = sum(p.numel() for p in model.parameters())
         logger.info(f"--finetune-layers {self.cfg.finetune_layers}: {trained} of {total} parameters trained")
