@@ -39,28 +39,26 @@ Refusals (a SRC of neither format, an existing non-empty OUT_DIR without ``--for
 code cannot represent) print one line ``error: ...`` on stderr and exit with status 2. OUT_DIR is
 written in a sibling temporary directory and renamed into place at the end.
 
-One module a job: ``source`` (:class:`XLMSource`, vocabulary order and spelling, checkpoint files),
-``from_xlm`` / ``from_hf`` (the readers), ``to_fairseq`` / ``to_hf`` (the writers), ``out_dir``
-(refusing and staging OUT_DIR), ``cli`` (what SRC is, the command line).
+One way through, one module a job: ``detect`` (what SRC is: the only place that decides; a Hugging
+Face id is fetched first) -> a reader per kind, ``read_xlm`` / ``read_hf`` / ``read_ours``, each making
+an :class:`LM` (``lm``: our parameter names, fairseq's vocabulary order, the text pipeline; what XLM's
+two formats share is in ``xlm_terms``) -> a writer per target, ``write_fairseq`` / ``write_hf``.
+``cli`` runs that path and the command line; ``hf_hub`` lets ``XLMModel.from_pretrained`` take ids.
 """
 
-from preprocess.files import check_out_dir
-from xlm_fairseq.convert.cli import convert, convert_hf, convert_xlm_pth, detect_source, main
-from xlm_fairseq.convert.from_hf import read_hf_dir
-from xlm_fairseq.convert.from_xlm import read_xlm_pth
-from xlm_fairseq.convert.source import (
-    XLMSource,
-    hf_token_to_xlm_word,
-    swap_permutation,
-    xlm_word_to_hf_token,
-)
-from xlm_fairseq.convert.to_fairseq import build_fairseq_model, write_fairseq_dir
-from xlm_fairseq.convert.to_hf import export_hf
+from xlm_fairseq.convert.cli import convert, convert_hf, convert_xlm_pth, export_hf, main, read
+from xlm_fairseq.convert.detect import Found, detect_source
+from xlm_fairseq.convert.lm import LM, hf_token_to_xlm_word, swap_permutation, xlm_word_to_hf_token
+from xlm_fairseq.convert.read_hf import read_hf_dir
+from xlm_fairseq.convert.read_ours import read_ours
+from xlm_fairseq.convert.read_xlm import read_xlm_pth
+from xlm_fairseq.convert.write_fairseq import build_fairseq_model, write_fairseq_dir
+from xlm_fairseq.convert.write_hf import write_hf_dir
 
 __all__ = [
-    "XLMSource",
+    "LM",
+    "Found",
     "build_fairseq_model",
-    "check_out_dir",
     "convert",
     "convert_hf",
     "convert_xlm_pth",
@@ -68,9 +66,12 @@ __all__ = [
     "export_hf",
     "hf_token_to_xlm_word",
     "main",
+    "read",
     "read_hf_dir",
+    "read_ours",
     "read_xlm_pth",
     "swap_permutation",
     "write_fairseq_dir",
+    "write_hf_dir",
     "xlm_word_to_hf_token",
 ]

@@ -1,41 +1,60 @@
-"""The converter's entry points: what SRC is, which conversion runs, and the command line."""
+"""The converter's one path: :func:`~xlm_fairseq.convert.detect.detect_source` says what SRC is, the
+reader of that kind makes an :class:`~xlm_fairseq.convert.lm.LM`, the writer of the target writes
+OUT_DIR. Also the command line, and the entry points for a SRC whose kind the caller knows."""
 
 import logging
-import os
 import warnings
 from typing import Optional
 
 from preprocess.errors import ArgumentParser, run_command
 from preprocess.files import check_out_dir
-from preprocess.layout import MODEL_FILE
-from xlm_fairseq.convert import hf_hub
-from xlm_fairseq.convert.from_hf import read_hf_dir
-from xlm_fairseq.convert.from_xlm import read_xlm_pth
-from xlm_fairseq.convert.source import _is_xlm_pth, _load_checkpoint
-from xlm_fairseq.convert.to_fairseq import _NOISY_LOGGERS, write_fairseq_dir
-from xlm_fairseq.convert.to_hf import export_hf
+from xlm_fairseq.convert.detect import HF_DIR, OURS, XLM_PTH, Found, detect_source
+from xlm_fairseq.convert.lm import LM
+from xlm_fairseq.convert.read_hf import read_hf_dir
+from xlm_fairseq.convert.read_ours import read_ours
+from xlm_fairseq.convert.read_xlm import read_xlm_pth
+from xlm_fairseq.convert.write_fairseq import NOISY_LOGGERS, write_fairseq_dir
+from xlm_fairseq.convert.write_hf import write_hf_dir
 from xlm_fairseq.errors import XLMUserError
 
+WRITERS = {"fairseq": write_fairseq_dir, "hf": write_hf_dir}
+# the kinds each target takes; the others are refused with these words
+TAKES = {"fairseq": (XLM_PTH, HF_DIR), "hf": (OURS,)}
+REFUSED = {
+    (OURS, "fairseq"): "{path}: already an xlm_fairseq checkpoint (--to hf exports it; "
+    "xlm-fairseq-export makes a model dir with its text pipeline)",
+    (HF_DIR, "hf"): "{path}: a Hugging Face directory; --to hf takes an xlm_fairseq checkpoint (model.pt)",
+    (XLM_PTH, "hf"): "{checkpoint_path}: an original XLM .pth; --to hf takes an xlm_fairseq checkpoint "
+    "(convert with --to fairseq first)",
+}
 
-def detect_source(src: str):
-    """(kind, content): kind 'hf', 'xlm_pth' or 'fairseq' (our own checkpoint), content the loaded
-    file for a file SRC (else None); XLMUserError for anything else."""
-    if not os.path.exists(src):
-        raise XLMUserError(f"{src}: no such file or directory")
-    if os.path.isdir(src):
-        if os.path.isfile(os.path.join(src, "config.json")):
-            return "hf", None
-        if os.path.isfile(os.path.join(src, MODEL_FILE)):
-            return "fairseq", None
-        raise XLMUserError(
-            f"{src}: neither a Hugging Face XLM directory (no config.json) nor a converted model (no {MODEL_FILE})"
-        )
-    ckpt = _load_checkpoint(src)
-    if _is_xlm_pth(ckpt):
-        return "xlm_pth", ckpt
-    if isinstance(ckpt, dict) and "cfg" in ckpt and "model" in ckpt:
-        return "fairseq", ckpt
-    raise XLMUserError(f"{src}: not an XLM .pth (keys model, params, dico_id2word) nor an xlm_fairseq checkpoint")
+
+def convert(
+    src: str,
+    out: str,
+    to: str = "fairseq",
+    langs: Optional[str] = None,
+    force: bool = False,
+    lowercase: Optional[bool] = None,
+    codes: Optional[str] = None,
+) -> str:
+    """SRC -> OUT_DIR in format ``to`` (fairseq: our model dir; hf: a Hugging Face directory). Returns OUT_DIR."""
+    check_out_dir(out, force, src)
+    found = detect_source(src, hub_ids=HF_DIR in TAKES[to])
+    if found.kind not in TAKES[to]:
+        raise XLMUserError(REFUSED[found.kind, to].format(**found._asdict()))
+    return WRITERS[to](read(found, langs, lowercase, codes), out, force)
+
+
+def read(
+    found: Found, langs: Optional[str] = None, lowercase: Optional[bool] = None, codes: Optional[str] = None
+) -> LM:
+    """The :class:`LM` of a source of any kind (``langs``/``lowercase``/``codes``: XLM's family only)."""
+    if found.kind == XLM_PTH:
+        return read_xlm_pth(found.checkpoint_path, found.checkpoint, langs, lowercase, codes)
+    if found.kind == HF_DIR:
+        return read_hf_dir(found.path, langs, lowercase, codes)
+    return read_ours(found.checkpoint_path, found.checkpoint)
 
 
 def convert_hf(
@@ -58,38 +77,18 @@ def convert_xlm_pth(
     force: bool = False,
     lowercase: Optional[bool] = None,
     codes: Optional[str] = None,
-    _ckpt=None,
 ) -> str:
     """Original XLM ``.pth`` -> xlm_fairseq OUT_DIR."""
     check_out_dir(out, force, src)
-    return write_fairseq_dir(read_xlm_pth(src, langs, lowercase, codes, _ckpt), out, force)
+    found = detect_source(src)
+    if found.kind != XLM_PTH:
+        raise XLMUserError(f"{src}: not an original XLM checkpoint (keys model, params, dico_id2word)")
+    return write_fairseq_dir(read(found, langs, lowercase, codes), out, force)
 
 
-def convert(
-    src: str,
-    out: str,
-    to: str = "fairseq",
-    langs: Optional[str] = None,
-    force: bool = False,
-    lowercase: Optional[bool] = None,
-    codes: Optional[str] = None,
-) -> str:
-    check_out_dir(out, force, src)
-    if to == "hf":
-        if not os.path.exists(src):
-            raise XLMUserError(f"{src}: no such file or directory")
-        return export_hf(src, out, force)
-    if hf_hub.is_repo_id(src):
-        src = hf_hub.download(src)
-    kind, ckpt = detect_source(src)
-    if kind == "fairseq":
-        raise XLMUserError(
-            f"{src}: already an xlm_fairseq checkpoint (--to hf exports it; "
-            "xlm-fairseq-export makes a model dir with its text pipeline)"
-        )
-    if kind == "hf":
-        return convert_hf(src, out, langs, force, lowercase, codes)
-    return convert_xlm_pth(src, out, langs, force, lowercase, codes, _ckpt=ckpt)
+def export_hf(src: str, out: str, force: bool = False) -> str:
+    """xlm_fairseq LM checkpoint (file, or directory with model.pt) -> HF XLM directory."""
+    return convert(src, out, "hf", force=force)
 
 
 def main(argv=None):
@@ -120,7 +119,7 @@ def _run(argv):
     )
     parser.add_argument("--force", action="store_true", help="replace an existing non-empty OUT_DIR")
     args = parser.parse_args(argv)
-    for name in _NOISY_LOGGERS:  # a command line: keep stderr for errors
+    for name in NOISY_LOGGERS:  # a command line: keep stderr for errors
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r"(?s).*(hydra|ConfigStore|strict flag|package header)")
     lowercase = None if args.lowercase is None else args.lowercase == "yes"

@@ -1,0 +1,88 @@
+"""Read an xlm_fairseq LM checkpoint (``cross_lingual_lm`` / ``xlm_transformer``) as an
+:class:`~xlm_fairseq.convert.lm.LM`: its dictionary from ``dict.txt`` beside it (or in its
+``task.data``), its text pipeline from ``text_pipeline.json`` and the subword model found there."""
+
+import os
+from typing import Optional
+
+from preprocess.langs import parse_langs
+from preprocess.layout import BPE_CODES_FILE, FAIRSEQ_SYMBOLS, SPM_MODEL_FILE
+from preprocess.pipeline import read_settings
+from preprocess.subwords import parse_bpe_codes
+from xlm_fairseq.convert.lm import LM
+from xlm_fairseq.data.dictionary import checkpoint_dictionary
+from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.models.xlm import LM_PREFIX
+
+_XLM_ARCHS = ("xlm_transformer", "xlm_tiny", "xlm_512", "xlm_1024")
+
+
+def read_ours(src: str, ckpt: dict) -> LM:
+    """``ckpt``: the content of the checkpoint file ``src``, which
+    :func:`~xlm_fairseq.convert.detect.detect_source` found to be a fairseq checkpoint (model, cfg)."""
+    model_cfg, task_cfg = ckpt["cfg"].get("model") or {}, ckpt["cfg"].get("task") or {}
+    if (model_cfg.get("_name") or model_cfg.get("arch")) not in _XLM_ARCHS:
+        raise XLMUserError(f"{src}: model {model_cfg.get('_name')!r} is not xlm_transformer")
+    state = {k: v for k, v in ckpt["model"].items() if k.startswith(LM_PREFIX)}
+    if LM_PREFIX + "pred_layer.proj.bias" not in state:
+        raise XLMUserError(
+            f"{src}: no LM output layer (a translation model?); only cross_lingual_lm checkpoints export"
+        )
+    state.pop(LM_PREFIX + "pred_layer.proj.weight", None)  # tied to the embeddings
+    dictionary, dict_dir = checkpoint_dictionary(src, ckpt)
+    if dictionary is None:
+        raise XLMUserError(f"{src}: no dict.txt beside it or in its task.data")
+    emb = state[LM_PREFIX + "embeddings.weight"]
+    if len(dictionary) != emb.shape[0]:
+        raise XLMUserError(f"{src}: {emb.shape[0]} embedding rows but dict.txt gives {len(dictionary)} entries")
+    if list(dictionary.symbols[:4]) != list(FAIRSEQ_SYMBOLS):
+        raise XLMUserError(f"{src}: dictionary starts {dictionary.symbols[:4]}, expected {list(FAIRSEQ_SYMBOLS)}")
+    langs = parse_langs(str(task_cfg.get("langs") or ""), f"{src}: the checkpoint's --langs")
+    lang_emb = state.get(LM_PREFIX + "lang_embeddings.weight")
+    if lang_emb is not None and lang_emb.shape[0] != max(len(langs), 1):
+        raise XLMUserError(f"{src}: {lang_emb.shape[0]} language embeddings for langs {langs}")
+    pipeline = _pipeline(os.path.dirname(os.path.abspath(src)), dict_dir)
+    return LM(
+        origin="xlm_fairseq checkpoint",
+        path=src,
+        state=state,
+        words=list(dictionary.symbols),
+        counts=[int(c) for c in dictionary.count],
+        langs=langs,
+        dim=int(emb.shape[1]),
+        n_layers=len({k[len(LM_PREFIX) :].split(".")[1] for k in state if k.startswith(LM_PREFIX + "attentions.")}),
+        n_heads=int(model_cfg.get("encoder_attention_heads")),
+        dropout=float(model_cfg.get("dropout", 0.1)),
+        attention_dropout=float(model_cfg.get("attention_dropout", 0.1)),
+        max_positions=int(state[LM_PREFIX + "position_embeddings.weight"].shape[0]),
+        sinusoidal=bool(model_cfg.get("sinusoidal_embeddings", False)),
+        use_lang_emb=lang_emb is not None,
+        **pipeline,
+    )
+
+
+def _pipeline(ckpt_dir: str, dict_dir: Optional[str]) -> dict:
+    """The text pipeline's fields of :class:`LM`: the first ``text_pipeline.json``, ``bpe.codes`` and
+    ``spm.model`` in the checkpoint's directory, then its dictionary's. XLM's BPE where the settings
+    say so (or codes and no sentencepiece model are found), else sentencepiece if its model is found."""
+    settings, codes_path, spm_path = None, None, None
+    for d in dict.fromkeys([ckpt_dir, dict_dir]):
+        if settings is None:
+            settings = read_settings(d)
+        if codes_path is None and os.path.isfile(os.path.join(d, BPE_CODES_FILE)):
+            codes_path = os.path.join(d, BPE_CODES_FILE)
+        if spm_path is None and os.path.isfile(os.path.join(d, SPM_MODEL_FILE)):
+            spm_path = os.path.join(d, SPM_MODEL_FILE)
+    found = {
+        "lowercase": settings.lowercase_and_remove_accent if settings is not None else True,
+        "ro_remove_diacritics": settings.ro_remove_diacritics if settings is not None else False,
+    }
+    if (settings is not None and settings.subwords == "xlm_bpe") or (codes_path and not spm_path):
+        codes = None
+        if codes_path:
+            with open(codes_path, encoding="utf-8") as f:
+                codes = parse_bpe_codes(f, codes_path)
+        return dict(found, subwords="xlm_bpe", codes=codes)
+    if spm_path:
+        return dict(found, subwords="sentencepiece", spm_model=spm_path)
+    return dict(found, subwords=None)
