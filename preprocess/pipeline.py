@@ -75,6 +75,18 @@ def read_settings(directory: str) -> Optional[PipelineSettings]:
     path = os.path.join(directory, layout.PIPELINE_FILE)
     if os.path.isfile(path):
         return PipelineSettings.from_dict(_read_json(path, "the text pipeline"), path)
+    if os.path.isfile(os.path.join(directory, layout.SPM_MODEL_FILE)):
+        # a directory with spm.model and no settings (a training checkpoint's dir beside its data-bin's
+        # files): sentencepiece, with the manifest's Romanian option
+        manifest_path = os.path.join(directory, layout.MANIFEST_FILE)
+        manifest = _read_json(manifest_path, "the manifest") if os.path.isfile(manifest_path) else {}
+        options = manifest.get("options") if isinstance(manifest, dict) else None
+        options = options if isinstance(options, dict) else {}
+        return PipelineSettings(
+            subwords="sentencepiece",
+            subword_model=layout.SPM_MODEL_FILE,
+            ro_remove_diacritics=bool(options.get("ro_remove_diacritics", False)),
+        )
     return None
 
 
