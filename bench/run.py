@@ -35,6 +35,7 @@ import datetime
 import json
 import os
 import re
+import runpy
 import shutil
 import statistics
 import subprocess
@@ -42,11 +43,12 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: its sibling report.py
-from flops import matmul_flops  # noqa: E402
-from report import table, versions  # noqa: E402
+from flops import matmul_flops  # a script's siblings: its directory is the first on sys.path
+from report import table, versions
 
 ROOT = Path(__file__).resolve().parents[1]
+# the recipes' shared optimiser (recipes/lib/optim.flags), read by its one reader, loaded by its path
+optim_flags = runpy.run_path(str(ROOT / "recipes" / "lib" / "optim.py"))["optim_flags"]
 SAMPLE = ROOT / "recipes" / "data" / "en-de"
 BIN = Path(sys.executable).parent  # fairseq-train etc. of the interpreter that runs the benchmark
 
@@ -58,8 +60,7 @@ GEN_BATCH = 64
 
 TRAIN_COMMON = [
     "--num-workers", "0", "--seed", "1", "--log-format", "json", "--disable-validation",
-    "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", "1e-4", "--lr-scheduler", "inverse_sqrt",
-    "--warmup-updates", "100", "--dropout", "0.1", "--attention-dropout", "0.1",
+    *optim_flags(lr=1e-4, warmup_updates=100), "--dropout", "0.1", "--attention-dropout", "0.1",
 ]
 OURS_DIMS = [
     "--arch", "xlm_tiny", "--encoder-embed-dim", str(DIM), "--encoder-layers", str(LAYERS),
@@ -325,7 +326,7 @@ def main(argv=None):
            "--max-len-a", "0", "--max-len-b", str(GEN_LEN), "--min-len", str(GEN_LEN),
            "--gen-subset", gen_subset, "--quiet"]
     # fairseq's own checkpoints pickle argparse.Namespace, which torch >= 2.6 refuses by default; the
-    # plugin allowlists it for ours (xlm_fairseq/safe_load.py), the peer runs without the plugin
+    # plugin allowlists it for ours (its checkpoint reader), the peer runs without the plugin
     peer_env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
     generate = {}
     for beam in (5, 1):

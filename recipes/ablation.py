@@ -24,7 +24,7 @@ Each model is scored on the test set in both directions: BLEU (sacreBLEU on deto
 the raw reference, beam 5) beside the BLEU of copying the source sentence, and the reference
 log-probability per token (``fairseq-generate --score-reference``, log2), which moves long before
 BLEU does. Each LM gets XLM's validation perplexity beside the unigram model of the training text,
-and the alignment probe (``xlm_fairseq.lexicon``) beside the same architecture at random init.
+and the alignment probe (``xlm_fairseq.evaluation.lexicon``) beside the same architecture at random init.
 Results: WORK/results.{md,json}; finished runs are skipped on a re-run (``--fresh`` redoes all).
 """
 
@@ -35,10 +35,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-
-from driver import Driver, add_shared_data_option, check_shared_data, copy_file, write_json  # noqa: E402
-from experiments import (  # noqa: E402
+from preprocess.errors import ArgumentParser
+from preprocess.files import file_sha256, staged_dir
+from recipes.lib.driver import Driver, add_shared_data_option, check_shared_data
+from recipes.lib.experiments import (
     BIN,
     Measure,
     checkpoint_updates,
@@ -48,9 +48,7 @@ from experiments import (  # noqa: E402
     read_lines,
     train_args,
 )
-
-from preprocess.errors import ArgumentParser  # noqa: E402
-from preprocess.files import file_sha256, staged_dir  # noqa: E402
+from recipes.lib.stages import copy_file, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGS = ("de", "en")
@@ -281,8 +279,8 @@ class Ablation(Driver):
         if pre:
             lines += ["", "The LMs: XLM's validation perplexity (every predicted position shown as the mask) on the "
                       "valid sentences beside the unigram model of the training text; the alignment probe "
-                      "(word translation de→en, `xlm_fairseq.lexicon`, precision@1 NN / CSLS; all words, and "
-                      "contextual among the 1,000 most frequent of each language) beside the same architecture at "
+                      "(word translation de→en, `xlm_fairseq.evaluation.lexicon`, precision@1 NN / CSLS; all words, "
+                      "and contextual among the 1,000 most frequent of each language) beside the same architecture at "
                       "random initialisation.", "",
                       "| LM | updates | perplexity en / de | unigram en / de | probe P@1 embeddings | "
                       "probe P@1 contextual | contextual, frequent | random init: embeddings | random init: contextual "
@@ -303,7 +301,7 @@ class Ablation(Driver):
         wanted = DEFAULT_RUNS if not self.args.runs else self.args.runs.split(",")
         unknown = [w for w in wanted if w not in table]
         if unknown:
-            sys.exit(f"ablation: error: --runs: unknown run '{unknown[0]}' (known: {', '.join(table)})")
+            self.fail(f"--runs: unknown run '{unknown[0]}' (known: {', '.join(table)})")
         if self.args.fresh and self.work.exists():
             shutil.rmtree(self.work)
         self.work.mkdir(parents=True, exist_ok=True)

@@ -36,6 +36,8 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 RECIPE=quickstart
 # shellcheck source-path=SCRIPTDIR source=lib/stages.sh
 source "$ROOT/recipes/lib/stages.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/optim.sh
+source "$ROOT/recipes/lib/optim.sh"
 
 TINY=0; FRESH=0; WORK=""; SUPERVISION=semi; TEST=""
 while [ $# -gt 0 ]; do
@@ -78,6 +80,7 @@ fi
 
 # ---- the install is there? ------------------------------------------------------------------
 PY="${PYTHON:-python}"
+PYTHON=$PY
 SETUP="run: bash scripts/setup.sh && PATH=\$PWD/.venv/bin:\$PATH bash recipes/quickstart.sh"
 command -v "$PY" >/dev/null || fail "'$PY' not found; $SETUP"
 for tool in fairseq-train fairseq-generate sacrebleu; do
@@ -99,7 +102,7 @@ mkdir -p "$WORK/raw" "$WORK/logs" "$WORK/out"
 SAMPLE="$ROOT/recipes/data/en-de-docs"
 DATA="$WORK/data-bin"
 
-# stages (recipes/lib/stages.sh): a finished one leaves WORK/.stages/NAME.done and is skipped next
+# stages (recipes/lib/stages.sh, stages.py): a finished one leaves WORK/.stages/NAME.done and is skipped next
 # time; one finished in the other mode (--tiny or not) is refused; a stage that runs again forgets
 # the ones after it
 MARKERS="$WORK/.stages"
@@ -125,7 +128,10 @@ TRANSLATE_DROPOUT=(--dropout 0.1 --attention-dropout 0.1)
 # XLM's loop (one Adam step, clip and LR step per objective): on small batches it learns more per
 # CPU-minute than the summed step (recipes/README.md); the lambda schedules count iterations
 COMMON=(--user-dir "$ROOT/xlm_fairseq" --cpu --num-workers 0 --seed 1 --log-interval 100 --no-epoch-checkpoints
-        --step-per-objective --clip-norm 5 --log-file)
+        --step-per-objective --log-file)
+# the shared optimiser (recipes/lib/optim.flags: Adam, inverse-sqrt decay, clip 5) at lr 1e-3
+optim_flags PRETRAIN_OPTIM --lr 0.001 --warmup-updates 1000
+optim_flags TRANSLATE_OPTIM --lr 0.001 --warmup-updates 500
 
 # ---- 1. preprocess ----------------------------------------------------------------------------
 stage_preprocess() {
@@ -146,8 +152,7 @@ stage_preprocess() {
 # ---- 2. pretraining ---------------------------------------------------------------------------
 stage_pretrain() {
   run_logged "$WORK/logs/pretrain.out" fairseq-train "$DATA" "${COMMON[@]}" "$WORK/logs/pretrain.log" --task cross_lingual_lm --langs de,en --mlm-steps en,de,en-de \
-    "${MODEL[@]}" "${PRETRAIN_SHAPE[@]}" --max-tokens 2048 \
-    --optimizer adam --adam-betas '(0.9,0.98)' --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates 1000 \
+    "${MODEL[@]}" "${PRETRAIN_SHAPE[@]}" --max-tokens 2048 "${PRETRAIN_OPTIM[@]}" \
     --max-update "$PT_UPDATES" --stop-time-hours "$PT_HOURS" --validate-interval-updates "$((VALID_EVERY * 2))" \
     --save-interval-updates "$((VALID_EVERY * 2))" --keep-interval-updates 1 --best-checkpoint-metric mlm_fullmask_ppl \
     --save-dir "$WORK/checkpoints/pretrain"
@@ -159,14 +164,13 @@ stage_translate() {
   run_logged "$WORK/logs/translate.out" fairseq-train "$DATA" "${COMMON[@]}" "$WORK/logs/translate.log" --task translation_lm --langs de,en \
     "${OBJECTIVES[@]}" --word-shuffle 3 --word-dropout 0.1 --word-blank 0.1 \
     --pretrained-xlm-checkpoint "$WORK/checkpoints/pretrain/checkpoint_best.pt" \
-    "${MODEL[@]}" "${TRANSLATE_DROPOUT[@]}" --max-tokens 2000 --max-sentence-len 100 \
-    --optimizer adam --adam-betas '(0.9,0.98)' --lr 0.001 --lr-scheduler inverse_sqrt --warmup-updates 500 \
+    "${MODEL[@]}" "${TRANSLATE_DROPOUT[@]}" --max-tokens 2000 --max-sentence-len 100 "${TRANSLATE_OPTIM[@]}" \
     --max-update "$MT_UPDATES" --stop-time-hours "$MT_HOURS" --validate-interval-updates "$VALID_EVERY" \
     --save-interval-updates "$VALID_EVERY" --keep-interval-updates 1 --best-checkpoint-metric bleu_tok_de-en \
     --maximize-best-checkpoint-metric --save-dir "$WORK/checkpoints/translate"
   grep -E "\| valid on" "$WORK/logs/translate.log" | tail -n 1 | grep -oE "\| (bleu_(en-de|de-en)|num_updates) [0-9.]+" | sed "s/^| //" | paste -sd' ' | sed 's/^/   valid: /'
   # a model directory that needs no data-bin: XLMModel.from_pretrained(WORK/model)
-  run_logged "$WORK/logs/export.log" "$PY" -m xlm_fairseq.export "$WORK/checkpoints/translate/checkpoint_last.pt" "$WORK/model" \
+  run_logged "$WORK/logs/export.log" "$PY" -m xlm_fairseq.inference.export "$WORK/checkpoints/translate/checkpoint_last.pt" "$WORK/model" \
     --data "$DATA" --force
 }
 
@@ -188,7 +192,7 @@ score_set() {
     src=${dir%-*}; tgt=${dir#*-}
     run_logged "$out/gen.$dir.txt" fairseq-generate "$bin" --user-dir "$ROOT/xlm_fairseq" --task translation_lm -s "$src" -t "$tgt" \
       --gen-subset test --path "$CKPT" --beam 5 --max-len-a 1.5 --max-len-b 10 --max-tokens 4000 --cpu
-    "$PY" "$ROOT/recipes/lib/wmt16_tools.py" hyps "$out/gen.$dir.txt" --lang "$tgt" --data "$bin" \
+    "$PY" -m recipes.lib.wmt16_tools hyps "$out/gen.$dir.txt" --lang "$tgt" --data "$bin" \
       --expect-lines-of "$raw.$tgt" --out-tok "$out/hyp.$dir.tok" --out-detok "$out/hyp.$dir.txt" > /dev/null
     sacrebleu "$raw.$tgt" -i "$out/hyp.$dir.txt" -m bleu -b > "$out/bleu.$dir.txt"
     sacrebleu "$raw.$tgt" -i "$raw.$src" -m bleu -b > "$out/copy.$dir.txt"

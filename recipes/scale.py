@@ -8,14 +8,15 @@ Data: a larger draw of the shipped sample's rules (``recipes/data/make_sample.py
 different documents), 12,000 parallel pairs, 500 valid and 1,000 test sentences of held-out
 documents. One joint sentencepiece vocabulary per vocabulary size of the sweep.
 
-Pretraining runs (MLM on en and de + TLM on the pairs, XLM's loop ``--step-per-objective
---clip-norm 5``, Adam (0.9, 0.98), inverse-sqrt decay, dropout 0.1) vary one thing at a time around
-the base ``d128_l3`` (128 dims, 3 layers, 4 heads, FFN 512, vocabulary 4,000, 128-token streams,
-2,048 tokens per step, lr 1e-3, 1,000 warm-up steps), and the model size along a ladder. Each is
+Pretraining runs (MLM on en and de + TLM on the pairs, XLM's loop ``--step-per-objective``, the
+shared optimiser of ``recipes/lib/optim.flags``: Adam (0.9, 0.98), clip 5, inverse-sqrt decay; dropout
+0.1) vary one thing at a time around the base ``d128_l3`` (128 dims, 3 layers, 4 heads, FFN 512,
+vocabulary 4,000, 128-token streams, 2,048 tokens per step, lr 1e-3, 1,000 warm-up steps), and the
+model size along a ladder. Each is
 bounded by wall-clock minutes (``--stop-time-hours``, cumulative over resumes): at every budget of
 the run its checkpoint is kept and scored — XLM's validation perplexity (every predicted position
 shown as the mask) per language beside the unigram model of the training text, and the alignment
-probe (``xlm_fairseq.lexicon``: word translation P@1 on ``../shared/data/bli/de-en.dev.txt``) —
+probe (``xlm_fairseq.evaluation.lexicon``: word translation P@1 on ``../shared/data/bli/de-en.dev.txt``) —
 then training resumes to the next budget. Inverse-sqrt decay does not depend on the budget, so one
 run gives every budget's point. A pretraining budget is counted in updates: each run's speed is
 measured alone first (75 s of its own command), and m minutes are m x 60 x that many updates per
@@ -41,12 +42,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-
-from driver import Driver, add_shared_data_option, check_shared_data, copy_file, write_json  # noqa: E402
-from experiments import BIN, Measure, checkpoint_updates, copy_bleu, model_args, train_args  # noqa: E402
-
-from preprocess.errors import ArgumentParser  # noqa: E402
+from preprocess.errors import ArgumentParser
+from recipes.lib.driver import Driver, add_shared_data_option, check_shared_data
+from recipes.lib.experiments import BIN, Measure, checkpoint_updates, copy_bleu, model_args, train_args
+from recipes.lib.stages import copy_file, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGS = ("de", "en")
@@ -184,7 +183,7 @@ class Sweep(Driver):
             ups = [float(json.loads(line[line.index("{") :])["ups"])
                    for line in (save / "train.log").read_text().splitlines() if '"ups"' in line]  # fmt: skip
             if len(ups) < 2:
-                sys.exit(f"scale: error: calibration of {name} logged too few updates (see {save}/train.log)")
+                self.fail(f"calibration of {name} logged too few updates (see {save}/train.log)")
             speeds[name] = round(sorted(ups[1:])[len(ups[1:]) // 2], 3)
             write_json(self.results_path, results, indent=1)
         return speeds[name]
@@ -225,9 +224,9 @@ class Sweep(Driver):
 
     @staticmethod
     def params(checkpoint) -> dict:
-        from xlm_fairseq import safe_load
+        from xlm_fairseq.assets import read_checkpoint
 
-        state = safe_load.load(str(checkpoint))["model"]
+        state = read_checkpoint(str(checkpoint))["model"]
         state = {k: v for k, v in state.items() if not k.endswith(TIED)}  # the same tensor as the embeddings
         total = sum(v.numel() for v in state.values())
         embedding = sum(v.numel() for k, v in state.items() if k.endswith(EMBEDDING_TENSORS))
@@ -263,7 +262,7 @@ class Sweep(Driver):
         if not random_init:
             init = ["--pretrained-xlm-checkpoint", self.work / "pretrain" / lm_name / f"budget_{lm_budget}.pt"]
             if not init[1].exists():
-                sys.exit(f"scale: error: {name} starts from {init[1]}: run the pretraining run {lm_name} first")
+                self.fail(f"{name} starts from {init[1]}: run the pretraining run {lm_name} first")
         for budget, key, kept in self.pending(entry, save, budgets):
             if not kept.exists():
                 self.log(f"translate {name}: to {budget:g} min")

@@ -17,8 +17,8 @@ every line that is a sentence of a classification text left out. Each LM trains 
 of updates (the same compute); each classifier for the same number of epochs with the same
 hyper-parameters, and the checkpoint with the best *English* validation accuracy is kept (no German
 label is used for any choice). Each model is then scored on both validation files
-(``xlm_fairseq.classify``), and every encoder (the pretrained LMs and the classifiers) by sentence
-retrieval between the English and German validation texts (``xlm_fairseq.retrieval``, mean-pooled
+(``xlm_fairseq.inference.classify``), and every encoder (the pretrained LMs and the classifiers) by sentence
+retrieval between the English and German validation texts (``xlm_fairseq.evaluation.retrieval``, mean-pooled
 last layer, cosine, accuracy@1). A TF-IDF + logistic-regression classifier on the same English
 training rows is the reference the task's README gives.
 
@@ -33,12 +33,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lib"))
-
-import xcls_corpus  # noqa: E402
-from driver import Driver, copy_file, write_json  # noqa: E402
-
-from preprocess.errors import ArgumentParser  # noqa: E402
+from preprocess.errors import ArgumentParser
+from recipes.lib import xcls_corpus
+from recipes.lib.driver import Driver
+from recipes.lib.optim import optim_flags
+from recipes.lib.stages import copy_file, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -73,7 +72,7 @@ class Recipe(Driver):
         self.inits = [i for i in self.p["inits"].split(",") if i]
         unknown = [i for i in self.inits if i not in INITS]
         if unknown:
-            sys.exit(f"xcls: error: --inits: unknown init '{unknown[0]}' (known: {', '.join(INITS)})")
+            self.fail(f"--inits: unknown init '{unknown[0]}' (known: {', '.join(INITS)})")
         self.mode = mode
         self.work = Path(args.work_dir or ROOT / "runs" / f"xcls-{mode}").resolve()
         shared = Path(args.shared_data)
@@ -90,10 +89,11 @@ class Recipe(Driver):
                 "--encoder-attention-heads", p["heads"], "--encoder-ffn-embed-dim", 4 * p["dim"],
                 "--dropout", "0.1", "--attention-dropout", "0.1"]
 
-    def common(self, save, log):
+    def common(self, save, log, lr, warmup):
+        """What every run shares: CPU, seed 1, JSON logs, the shared optimiser at ``lr`` after ``warmup``."""
         return ["--user-dir", ROOT / "xlm_fairseq", "--cpu", "--num-workers", "0", "--seed", "1",
                 "--log-format", "json", "--log-interval", "50", "--no-epoch-checkpoints", "--save-dir", save,
-                "--log-file", log, "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--clip-norm", "5"]
+                "--log-file", log, *optim_flags(lr=lr, warmup_updates=warmup)]
 
     # ---- stages ------------------------------------------------------------------------
 
@@ -146,13 +146,12 @@ class Recipe(Driver):
         p, log = self.p, save / "train.log"
         self.log(f"pretrain {init} ({PRETRAIN_STEPS[init]}): {p['pretrain_updates']} updates")
         start = time.time()
-        self.run([BIN / "fairseq-train", self.data, *self.common(save, log), *self.model_args(),
-                  "--task", "cross_lingual_lm", "--langs", "de,en", "--mlm-steps", PRETRAIN_STEPS[init],
-                  "--step-per-objective", "--tokens-per-sample", p["tokens_per_sample"],
-                  "--max-tokens", p["pretrain_max_tokens"], "--lr", p["pretrain_lr"],
-                  "--lr-scheduler", "inverse_sqrt", "--warmup-updates", p["pretrain_warmup"],
-                  "--max-update", p["pretrain_updates"], "--stop-time-hours", f"{p['pretrain_minutes'] / 60:.6f}",
-                  "--validate-interval-updates", 1000, "--save-interval-updates", 10**7],
+        self.run([BIN / "fairseq-train", self.data, *self.common(save, log, p["pretrain_lr"], p["pretrain_warmup"]),
+                  *self.model_args(), "--task", "cross_lingual_lm", "--langs", "de,en", "--mlm-steps",
+                  PRETRAIN_STEPS[init], "--step-per-objective", "--tokens-per-sample", p["tokens_per_sample"],
+                  "--max-tokens", p["pretrain_max_tokens"], "--max-update", p["pretrain_updates"],
+                  "--stop-time-hours", f"{p['pretrain_minutes'] / 60:.6f}", "--validate-interval-updates", 1000,
+                  "--save-interval-updates", 10**7],
                  save / "stdout.log")
         info = {"updates": self.updates_in(log), "wall_s": round(time.time() - start, 1)}
         valid = [json.loads(line) for line in log.read_text(errors="replace").splitlines()
@@ -175,10 +174,9 @@ class Recipe(Driver):
             data, start_from = self.xcls, ["--pretrained-xlm-checkpoint", pretrained]
         self.log(f"fine-tune {init} on English: {p['finetune_epochs']} epochs")
         start = time.time()
-        self.run([BIN / "fairseq-train", data, *self.common(save, log), *self.model_args(), *start_from,
-                  "--task", "xlm_classification", "--train-langs", "en", "--valid-langs", "en,de",
+        self.run([BIN / "fairseq-train", data, *self.common(save, log, p["finetune_lr"], 100), *self.model_args(),
+                  *start_from, "--task", "xlm_classification", "--train-langs", "en", "--valid-langs", "en,de",
                   "--max-sentence-len", p["max_sentence_len"], "--batch-size", p["batch"],
-                  "--lr", p["finetune_lr"], "--lr-scheduler", "inverse_sqrt", "--warmup-updates", 100,
                   "--max-epoch", p["finetune_epochs"], "--best-checkpoint-metric", "acc_en",
                   "--maximize-best-checkpoint-metric"], save / "stdout.log")
         info = {"updates": self.updates_in(log), "wall_s": round(time.time() - start, 1)}
@@ -191,7 +189,7 @@ class Recipe(Driver):
         if out.exists():
             return json.loads(out.read_text())
         files = [self.xcls / "valid.en.tsv", self.xcls / "valid.de.tsv"]
-        self.run([sys.executable, "-m", "xlm_fairseq.classify", save, *files, "--checkpoint-file",
+        self.run([sys.executable, "-m", "xlm_fairseq.inference.classify", save, *files, "--checkpoint-file",
                   "checkpoint_best.pt", "--out-dir", save / "predictions", "--json", save / "accuracy.json"],
                  save / "classify.log")
         accuracy = json.loads((save / "accuracy.json").read_text())
@@ -210,8 +208,9 @@ class Recipe(Driver):
             rows = (self.xcls / f"valid.{lang}.tsv").read_text(encoding="utf-8").splitlines()[1:]
             (texts / f"valid.{lang}").write_text("".join(r.split("\t")[2] + "\n" for r in rows), encoding="utf-8")
         result = model_dir / f"retrieval.{checkpoint}.json"
-        self.run([sys.executable, "-m", "xlm_fairseq.retrieval", model_dir / checkpoint, "--data", data or ".",
-                  "--src", f"en={texts}/valid.en", "--tgt", f"de={texts}/valid.de", "--json", result],
+        self.run([sys.executable, "-m", "xlm_fairseq.evaluation.retrieval", model_dir / checkpoint,
+                  "--data", data or ".", "--src", f"en={texts}/valid.en", "--tgt", f"de={texts}/valid.de",
+                  "--json", result],
                  model_dir / "retrieval.log")
         return json.loads(result.read_text())
 

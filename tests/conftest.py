@@ -4,6 +4,7 @@ built once per test run."""
 
 import json
 import os
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "recipes" / "data"
 BIN = Path(sys.executable).parent  # fairseq-* console scripts of this environment
+# the recipes' shared optimiser flags (recipes/lib/optim.flags), through their one reader, loaded by its path
+OPTIM = runpy.run_path(str(ROOT / "recipes" / "lib" / "optim.py"))
+optim_flags, read_optim_flags = OPTIM["optim_flags"], OPTIM["read_flags"]
 
 
 def run(cmd, ok=True, **kw):
@@ -113,10 +117,13 @@ def data_bin(tmp_path_factory):
 
 
 # a tiny, deterministic CPU run of fairseq-train: what both fixtures' trainings share
-TRAIN_ARGS = ["--user-dir", ROOT / "xlm_fairseq", "--arch", "xlm_tiny", "--cpu", "--optimizer", "adam"]
+# (the recipes' optimiser, with fairseq's defaults; PRETRAIN_ARGS takes all of the recipes' flags)
+TRAIN_ARGS = ["--user-dir", ROOT / "xlm_fairseq", "--arch", "xlm_tiny", "--cpu"]
+TRAIN_ARGS += ["--optimizer", read_optim_flags()["--optimizer"]]
 TRAIN_ARGS += ["--num-workers", "0", "--seed", "1", "--log-format", "json", "--no-epoch-checkpoints"]
-PRETRAIN_ARGS = [*TRAIN_ARGS, "--task", "cross_lingual_lm", "--lr", "0.001", "--lr-scheduler", "inverse_sqrt"]
-PRETRAIN_ARGS += ["--warmup-updates", "20", "--max-tokens", "1024", "--tokens-per-sample", "64", "--disable-validation"]
+# pretraining as the recipes run it: their shared optimiser (Adam, inverse-sqrt decay, clip 5), a short warm-up
+PRETRAIN_ARGS = [*TRAIN_ARGS, "--task", "cross_lingual_lm", *optim_flags(lr=0.001, warmup_updates=20)]
+PRETRAIN_ARGS += ["--max-tokens", "1024", "--tokens-per-sample", "64", "--disable-validation"]
 
 
 @pytest.fixture(scope="session")

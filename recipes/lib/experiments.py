@@ -2,14 +2,14 @@
 
 * a pretrained LM: XLM's validation perplexity (every predicted position shown as the mask, its
   evaluator's positions; ``fairseq-validate``) per language, beside the unigram model of the
-  training text on the same tokens, and the alignment probe (``xlm_fairseq.lexicon``);
+  training text on the same tokens, and the alignment probe (``xlm_fairseq.evaluation.lexicon``);
 * a translation model: BLEU (sacreBLEU on fairseq-generate's detokenised ``D-`` lines against the
   raw reference) and the reference log-probability per token (``--score-reference``, log2), which
   moves long before BLEU does;
 * the floor every BLEU is read against: the source sentence copied as the translation.
 
 Each ``Measure`` method takes the driver that runs commands (``driver.Driver``) and writes nothing
-but the logs it is given."""
+but the logs it is given. Every run trains with the shared optimiser (``recipes/lib/optim.flags``)."""
 
 import json
 import re
@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional
 
-from driver import ROOT, Driver
+from recipes.lib.driver import ROOT, Driver
+from recipes.lib.optim import optim_flags
 
 BIN = Path(sys.executable).parent
 
@@ -35,23 +36,23 @@ def model_args(p: dict) -> list:
 
 def train_args(save, lr, warmup, max_tokens, minutes, max_update=100000000, step_per_objective=True) -> list:
     """fairseq-train options every experiment run shares: CPU, seed 1, JSON logs in SAVE/train.log,
-    no validation, Adam (0.9, 0.98) with inverse-sqrt decay (which does not depend on the budget, so a
-    run resumed to a larger budget continues the same curve), clip 5, XLM's loop; stopped after
-    ``minutes`` of training (cumulative over resumes) or ``max_update`` updates."""
+    no validation, the shared optimiser (Adam (0.9, 0.98), clip 5, inverse-sqrt decay, which does not
+    depend on the budget, so a run resumed to a larger budget continues the same curve) at ``lr`` after
+    ``warmup`` steps, XLM's loop; stopped after ``minutes`` of training (cumulative over resumes) or
+    ``max_update`` updates."""
     return ["--user-dir", ROOT / "xlm_fairseq", "--cpu", "--num-workers", "0", "--seed", "1",
             "--log-format", "json", "--log-interval", "100", "--no-epoch-checkpoints", "--disable-validation",
             "--save-dir", save, "--max-update", max_update, "--stop-time-hours", f"{minutes / 60:.6f}",
-            *(["--step-per-objective"] if step_per_objective else []), "--clip-norm", "5",
-            "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--lr", f"{lr:g}", "--lr-scheduler", "inverse_sqrt",
-            "--warmup-updates", warmup, "--max-tokens", max_tokens, "--log-file", Path(save) / "train.log"]  # fmt: skip
+            *(["--step-per-objective"] if step_per_objective else []), *optim_flags(lr=lr, warmup_updates=warmup),
+            "--max-tokens", max_tokens, "--log-file", Path(save) / "train.log"]  # fmt: skip
 
 
 def checkpoint_updates(checkpoint) -> int:
     """The updates a fairseq checkpoint was saved at (exact, and right for a budget's kept copy when
     the run's log has gone on since)."""
-    from xlm_fairseq import safe_load
+    from xlm_fairseq.assets import read_checkpoint
 
-    return int(safe_load.load(str(checkpoint))["optimizer_history"][-1]["num_updates"])
+    return int(read_checkpoint(str(checkpoint))["optimizer_history"][-1]["num_updates"])
 
 
 def parse_budget(value: str) -> float:
@@ -128,7 +129,7 @@ class Measure:
         )  # fmt: skip
         found = re.findall(r'\{"valid_.*\}', Path(log).read_text(errors="replace"))
         if not found:
-            sys.exit(f"{self.driver.name}: error: no validation result in {log}")
+            self.driver.fail(f"no validation result in {log}")
         metrics = json.loads(found[-1])
         return {
             lang: {
@@ -175,9 +176,9 @@ class Measure:
         return self._unigram[lang]
 
     def probe(self, checkpoint, bli_dict, out_json, log, random_init=False) -> dict:
-        """xlm_fairseq.lexicon on ``checkpoint`` (or its architecture at random init)."""
-        cmd = [sys.executable, "-m", "xlm_fairseq.lexicon", checkpoint, "--dict", bli_dict, "--data", self.data,
-               "--json", out_json]  # fmt: skip
+        """xlm_fairseq.evaluation.lexicon on ``checkpoint`` (or its architecture at random init)."""
+        cmd = [sys.executable, "-m", "xlm_fairseq.evaluation.lexicon", checkpoint, "--dict", bli_dict,
+               "--data", self.data, "--json", out_json]  # fmt: skip
         self.driver.run(cmd + (["--random-init"] if random_init else []), log)
         result = json.loads(Path(out_json).read_text())
         return {kind: result[kind] for kind in ("embeddings", "contextual", "frequent") if kind in result}
@@ -219,7 +220,7 @@ class Measure:
             hyps = generated(gen_log)
         refs = read_lines(reference)
         if len(hyps) != len(refs):
-            sys.exit(f"{self.driver.name}: error: {gen_log} has {len(hyps)} hypotheses for {len(refs)} references")
+            self.driver.fail(f"{gen_log} has {len(hyps)} hypotheses for {len(refs)} references")
         return round(sacrebleu.corpus_bleu([hyps[i] for i in range(len(refs))], [refs]).score, 2)
 
     @staticmethod

@@ -1,13 +1,17 @@
 # shellcheck shell=bash
 #
-# The stage library of the recipes (sourced, not run), shared by recipes/quickstart.sh and the WMT16
-# recipes (recipes/lib/wmt16_common.sh): one-line errors, progress notes and stage headers, commands
-# run (or only listed, with a dry run) and stage markers that remember which stages finished.
+# The bash side of the recipes' stage engine (sourced, not run), shared by recipes/quickstart.sh,
+# the WMT16 recipes (recipes/lib/wmt16_common.sh) and recipes/xnli.sh. The engine itself is
+# recipes/lib/stages.py, the one implementation the Python drivers use too: stage markers and their
+# keys, skipped and forgotten stages, stale checkpoints set aside, --stage N's prerequisites,
+# commands run into logs (their tail on failure) and outputs written whole. What stays here is what
+# bash must do itself: running the recipe's stage functions, the --dry-run listing of commands, and
+# the error lines of a recipe that has not yet found a working Python.
 #
 # The recipe sets, before calling these functions:
 #   RECIPE        its name, the prefix of every message (quickstart, wmt16_en_de.sh)
-#   MARKERS       the directory of the stage markers (WORK/.stages): ID.done holds the key of a
-#                 finished stage, ID.started that of a stage running or interrupted
+#   PYTHON        the interpreter (default: python); the recipe exports PYTHONPATH=REPO first
+#   MARKERS       the directory of the stage markers (WORK/.stages)
 #   WORK          the work directory (named in messages)
 #   STAGE_IDS     array: the stage ids in order; when a stage runs, the markers of later ones go
 #   stage_key     a function: `stage_key ID` prints, on one line, the options stage ID's result
@@ -84,6 +88,13 @@ quote_cmd() {
   printf '%s\n' "${out% }"
 }
 
+# engine COMMAND ARGS...: python -m recipes.lib.stages --recipe RECIPE [--dry-run] COMMAND ARGS...
+engine() {
+  local -a common=(--recipe "$RECIPE")
+  [[ $DRY_RUN == 1 ]] && common+=(--dry-run)
+  "${PYTHON:-python}" -m recipes.lib.stages "${common[@]}" "$@"
+}
+
 # run CMD...: print it (on stderr, `+ CMD`); run it unless a dry run (which lists it on stdout)
 run() {
   if [[ $DRY_RUN == 1 ]]; then
@@ -102,125 +113,57 @@ run_to() {
     printf '%s > %s\n' "$(quote_cmd "$@")" "$(quote_cmd "$out")"
   else
     printf '+ %s > %s\n' "$(quote_cmd "$@")" "$(quote_cmd "$out")" >&2
-    "$@" > "$out.tmp"
-    mv -f "$out.tmp" "$out"
-    cat "$out"
+    engine write-output "$out" "$@"
   fi
 }
 
-# run_logged LOG CMD...: run CMD quietly, stdout and stderr into LOG; on failure show the log's last
-# lines (warnings left out) after one error line, and exit 1
+# run_logged LOG CMD...: run CMD quietly, stdout and stderr into LOG; on failure one error line, the
+# log's last lines (warnings left out), and exit 1
 run_logged() {
   local log=$1
   shift
   if [[ $DRY_RUN == 1 ]]; then
     printf '%s > %s 2>&1\n' "$(quote_cmd "$@")" "$(quote_cmd "$log")"
-    return 0
-  fi
-  if ! "$@" > "$log" 2>&1; then
-    printf "%s: error: '%s' failed; last lines of %s:\n" "$RECIPE" "$1" "$log" >&2
-    grep -vE "Warning|warn\(|deprecat" "$log" | tail -n 15 >&2
-    exit 1
+  else
+    engine run-logged "$log" "$@"
   fi
 }
 
 # ------------------------------------------------------------------------------------------------
-# stage markers
+# stages (the markers: recipes/lib/stages.py)
 # ------------------------------------------------------------------------------------------------
 
-# stage_done ID: 0 if stage ID finished before with the same key; dies if with another key
-stage_done() {
-  local marker=$MARKERS/$1.done key
-  [[ -f $marker ]] || return 1
-  key=$(stage_key "$1")
-  if [[ $(< "$marker") != "$key" ]]; then
-    die "stage $1 was completed with other options ($(< "$marker")); now: $key. Use another --work-dir, or ${STAGE_REDO:-delete $marker (and the stages after it)} to redo it"
-  fi
-  return 0
-}
-
-# mark_done ID: stage ID finished; its marker holds its key
-mark_done() {
-  if [[ $DRY_RUN == 1 ]]; then
-    note "stage $1 done: $MARKERS/$1.done"
-    return 0
-  fi
-  mkdir -p "$MARKERS"
-  # whole or absent: a marker cut short by a kill would read as "completed with other options"
-  stage_key "$1" > "$MARKERS/$1.done.tmp"
-  mv -f "$MARKERS/$1.done.tmp" "$MARKERS/$1.done"
-  rm -f "$MARKERS/$1.started"  # its checkpoints now belong to a finished run
-}
-
-# forget_later_stages ID: a stage that runs again makes the results of the stages after it stale
-forget_later_stages() {
-  local id later after=0
+# stages COMMAND ID: the engine's stage COMMAND (check, start, finish, require) on stage ID, given
+# every stage's id, key and checkpoint directory
+stages() {
+  local -a args=(--work "$WORK" --markers "$MARKERS" --ids "$(IFS=,; printf '%s' "${STAGE_IDS[*]}")")
+  local id
   for id in "${STAGE_IDS[@]}"; do
-    if [[ $after == 0 ]]; then
-      [[ $id == "$1" ]] && after=1
-      continue
-    fi
-    later=$MARKERS/$id.done
-    [[ -f $later ]] || continue
-    if [[ $DRY_RUN == 1 ]]; then
-      note "would forget stage $id (its input is redone): rm $later"
-    else
-      rm -f "$later"
-    fi
+    args+=(--key "$id=$(stage_key "$id")")
   done
+  for id in "${!STAGE_CHECKPOINTS[@]}"; do
+    args+=(--checkpoints "$id=${STAGE_CHECKPOINTS[$id]}")
+  done
+  [[ -n ${STAGE_REDO:-} ]] && args+=(--redo "$STAGE_REDO")
+  engine "${args[@]}" "$@"
 }
 
-# set_aside_stale_checkpoints ID: stage ID is about to run. fairseq-train resumes from any
-# checkpoint_last.pt it finds, so a checkpoint directory is kept in place only for the run it belongs
-# to: stage ID's own when its last start (ID.started) had the same key (an interrupted run resumes).
-# The others -- ID's own from other options or from a finished run whose marker went, every later
-# stage's (made from an earlier result of ID) -- are moved to DIR.stale-TIME, never deleted.
-set_aside_stale_checkpoints() {
-  local id=$1 key started=$MARKERS/$1.started after=0 s dir why stale n
-  key=$(stage_key "$id")
-  for s in "${STAGE_IDS[@]}"; do
-    [[ $s == "$id" ]] && after=1
-    [[ $after == 1 ]] || continue
-    dir=${STAGE_CHECKPOINTS[$s]:-}
-    [[ -n $dir && -d $dir ]] || continue
-    if [[ $s != "$id" ]]; then
-      why="made from an earlier result of stage $id"
-    elif [[ ! -f $started ]]; then
-      why="of a run that finished before"
-    elif [[ $(< "$started") != "$key" ]]; then
-      why="made with other options ($(< "$started"))"
-    else
-      continue
-    fi
-    stale=$dir.stale-$(date +%Y%m%d-%H%M%S) n=1
-    while [[ -e $stale ]]; do stale=$dir.stale-$(date +%Y%m%d-%H%M%S).$((n++)); done  # mv onto a dir nests
-    if [[ $DRY_RUN == 1 ]]; then
-      note "would set aside stage $s's checkpoints ($why): mv $dir $stale"
-    else
-      mv "$dir" "$stale"
-      note "stage $s's checkpoints were $why: moved to $stale; stage $s trains afresh"
-    fi
-  done
-  if [[ $DRY_RUN == 0 && -n ${STAGE_CHECKPOINTS[$id]:-} ]]; then
-    mkdir -p "$MARKERS"
-    printf '%s\n' "$key" > "$started.tmp"
-    mv -f "$started.tmp" "$started"
-  fi
+# stage_done ID: 0 if stage ID finished before with the same key, 1 if not; exits (2) if it finished
+# with another key
+stage_done() {
+  local status=0
+  stages check "$1" || status=$?
+  case $status in
+    0) return 0 ;;
+    3) return 1 ;;
+    *) exit "$status" ;;
+  esac
 }
 
 # require_finished_before FIRST: a run that starts at stage FIRST (--stage) needs every stage before
 # it finished with the same options; a dry run notes what a real run would refuse
 require_finished_before() {
-  local id
-  for id in "${STAGE_IDS[@]}"; do
-    [[ $id == "$1" ]] && return 0
-    stage_done "$id" && continue
-    if [[ $DRY_RUN == 1 ]]; then
-      note "--stage $1: stage $id has not finished in $WORK (no $MARKERS/$id.done): a real run stops here"
-    else
-      die "--stage $1: stage $id has not finished in $WORK (no $MARKERS/$id.done); run from --stage $id"
-    fi
-  done
+  stages require "$1"
 }
 
 # run_stage ID TITLE DETAIL CMD...: stage ID, unless its marker says it finished before (then the
@@ -234,8 +177,7 @@ run_stage() {
     return 0
   fi
   stage_header "$title${detail:+: $detail}"
-  forget_later_stages "$id"
-  set_aside_stale_checkpoints "$id"
+  stages start "$id"
   "$@"
-  mark_done "$id"
+  stages finish "$id"
 }

@@ -20,12 +20,15 @@
 #   ALLOW_SUPERVISED  1 if --supervised / --no-bt are options of this recipe
 #   USAGE_PAIR     the pair-specific part of --help
 #
-# The parts, each sourced here: recipes/lib/stages.sh (the recipes' stage library: errors, notes,
-# commands and --dry-run listings, stage markers), wmt16_options.sh (--help, options, layout, stage
-# keys), wmt16_download.sh (stage 1), wmt16_train_eval.sh (stages 2-5).
+# The parts, each sourced here: recipes/lib/stages.sh (the bash side of the recipes' stage engine,
+# recipes/lib/stages.py: errors, notes, commands and --dry-run listings, stage markers), optim.sh
+# (the shared optimiser flags), wmt16_options.sh (--help, options, layout, stage keys),
+# wmt16_download.sh (stage 1), wmt16_train_eval.sh (stages 2-5).
 
 # shellcheck source=stages.sh
 source "$(dirname "${BASH_SOURCE[0]}")/stages.sh"
+# shellcheck source=optim.sh
+source "$(dirname "${BASH_SOURCE[0]}")/optim.sh"
 # shellcheck source=wmt16_options.sh
 source "$(dirname "${BASH_SOURCE[0]}")/wmt16_options.sh"
 # shellcheck source=wmt16_download.sh

@@ -6,7 +6,7 @@
 
 verify_cmd() {
   local file=$1 name=$2
-  local cmd=("$PYTHON" "$TOOLS" verify --name "$name" --checksums "$CHECKSUMS" --lock "$LOCK")
+  local cmd=("$PYTHON" "${TOOLS[@]}" verify --name "$name" --checksums "$CHECKSUMS" --lock "$LOCK")
   [[ $ACCEPT_NEW == 1 ]] && cmd+=(--accept-new-checksums)
   cmd+=("$file")
   if ! run "${cmd[@]}"; then
@@ -64,19 +64,19 @@ stage_download() {
     split_words urls "${MONO_URLS[$lang]}"
     files=()
     for url in "${urls[@]}"; do files+=("$DOWNLOADS/${url##*/}"); done
-    run "$PYTHON" "$TOOLS" head-gz --lines "$MONO_SENTENCES" --out "$RAW/mono.$lang" "${files[@]}"
+    run "$PYTHON" "${TOOLS[@]}" head-gz --lines "$MONO_SENTENCES" --out "$RAW/mono.$lang" "${files[@]}"
   done
   # each language from the reference side of the direction into it (what sacrebleu -l X-Y --echo ref prints)
   local other offline=()
   [[ -n $DATA_DIR ]] && offline=(--offline)
   for lang in "$LANG_A" "$LANG_B"; do
     other=$LANG_A; [[ $lang == "$LANG_A" ]] && other=$LANG_B
-    run "$PYTHON" "$TOOLS" testset "$VALID_TESTSET" "$other-$lang" "$RAW/valid.$PAIR_SORTED.$lang" "${offline[@]}"
-    run "$PYTHON" "$TOOLS" testset "$TEST_TESTSET" "$other-$lang" "$RAW/test.$PAIR_SORTED.$lang" "${offline[@]}"
+    run "$PYTHON" "${TOOLS[@]}" testset "$VALID_TESTSET" "$other-$lang" "$RAW/valid.$PAIR_SORTED.$lang" "${offline[@]}"
+    run "$PYTHON" "${TOOLS[@]}" testset "$TEST_TESTSET" "$other-$lang" "$RAW/test.$PAIR_SORTED.$lang" "${offline[@]}"
   done
   if [[ $SUPERVISED == 1 ]]; then
     files=()
     for url in "${para_urls[@]}"; do files+=("$DOWNLOADS/${url##*/}"); done
-    run "$PYTHON" "$TOOLS" extract-para --langs "$PAIR_SORTED" --out-prefix "$RAW/train.$PAIR_SORTED" "${files[@]}"
+    run "$PYTHON" "${TOOLS[@]}" extract-para --langs "$PAIR_SORTED" --out-prefix "$RAW/train.$PAIR_SORTED" "${files[@]}"
   fi
 }

@@ -10,12 +10,11 @@ import re
 import sys
 from typing import Dict, Optional
 
-from wmt16_data import need_file
-
 from preprocess.errors import UserError
 from preprocess.files import atomic_write
 from preprocess.pipeline import require_pipeline
 from preprocess.text import detokenize, normalize_and_tokenize, remove_romanian_diacritics
+from recipes.lib.wmt16_data import need_file
 
 
 def _pipeline(data: Optional[str]):

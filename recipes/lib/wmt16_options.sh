@@ -70,6 +70,8 @@ Options:
                          DIR/sacrebleu, a copy of ~/.sacrebleu (SACREBLEU=DIR/sacrebleu; get it
                          with: sacrebleu -t wmt16 -l en-de --echo src > /dev/null, per set and pair)
   --accept-new-checksums accept (and record) files that have no published SHA-256, see below
+  --checksums FILE       check the downloads against FILE (sha256sum format) instead of
+                         recipes/checksums.sha256 (e.g. the digests of your own mirror)
   --mono-sentences N     monolingual sentences per language (default 5000000, as XLM's
                          get-data-nmt.sh)
   --vocab-size N         joint sentencepiece vocabulary (default 60000, XLM's 60k BPE)
@@ -82,6 +84,11 @@ Options:
   --gpus N               GPUs per fairseq-train run (--distributed-world-size N); 0: --cpu
                          (default 1)
   --fp16                 mixed precision
+  --smoke                a tiny run of every stage on the CPU, a pipeline check of a few minutes
+                         (what the tests run; give --data-dir small stand-ins of the downloads):
+                         a 64-dim 2-layer model (xlm_tiny) instead of xlm_1024, and unless given
+                         --mono-sentences 2000 --vocab-size 1000 --spm-sentences-per-lang 2000
+                         --max-update 20 --gpus 0
   --dry-run              print every command, one a line, and run nothing (creates no file)
   -h, --help             this text
 $USAGE_PAIR
@@ -106,13 +113,15 @@ parse_options() {
   WORK_DIR=$DEFAULT_WORK
   DATA_DIR=""
   ACCEPT_NEW=0
-  MONO_SENTENCES=5000000
-  VOCAB_SIZE=60000
-  SPM_SENTENCES=1000000
+  CHECKSUMS_FILE=""
+  MONO_SENTENCES=""  # the defaults (below) depend on --smoke
+  VOCAB_SIZE=""
+  SPM_SENTENCES=""
   INIT=pretrain
   MAX_UPDATE=""
-  GPUS=1
+  GPUS=""
   FP16=0
+  SMOKE=0
   DRY_RUN=0
   SUPERVISED=0
   NO_BT=0
@@ -132,6 +141,7 @@ parse_options() {
       --work-dir) need_value "$@"; WORK_DIR=$2; shift 2 ;;
       --data-dir) need_value "$@"; DATA_DIR=$2; shift 2 ;;
       --accept-new-checksums) ACCEPT_NEW=1; shift ;;
+      --checksums) need_value "$@"; CHECKSUMS_FILE=$2; shift 2 ;;
       --mono-sentences) need_value "$@"; MONO_SENTENCES=$2; shift 2 ;;
       --vocab-size) need_value "$@"; VOCAB_SIZE=$2; shift 2 ;;
       --spm-sentences-per-lang) need_value "$@"; SPM_SENTENCES=$2; shift 2 ;;
@@ -139,6 +149,7 @@ parse_options() {
       --max-update) need_value "$@"; MAX_UPDATE=$2; shift 2 ;;
       --gpus) need_value "$@"; GPUS=$2; shift 2 ;;
       --fp16) FP16=1; shift ;;
+      --smoke) SMOKE=1; shift ;;
       --dry-run) DRY_RUN=1; shift ;;
       --supervised | --no-bt)
         [[ $ALLOW_SUPERVISED == 1 ]] || die "unknown option '$opt' (see --help; it belongs to wmt16_en_ro.sh)"
@@ -148,6 +159,10 @@ parse_options() {
     esac
   done
 
+  if [[ $SMOKE == 1 ]]; then
+    : "${MONO_SENTENCES:=2000}" "${VOCAB_SIZE:=1000}" "${SPM_SENTENCES:=2000}" "${MAX_UPDATE:=20}" "${GPUS:=0}"
+  fi
+  : "${MONO_SENTENCES:=5000000}" "${VOCAB_SIZE:=60000}" "${SPM_SENTENCES:=1000000}" "${GPUS:=1}"
   in_range "$STAGE" 1 5 || die "--stage must be 1..5, got '$STAGE'"
   in_range "$STOP_STAGE" 1 5 || die "--stop-stage must be 1..5, got '$STOP_STAGE'"
   in_range "$MONO_SENTENCES" 1 || die "--mono-sentences must be a positive integer, got '$MONO_SENTENCES'"
@@ -166,6 +181,9 @@ parse_options() {
   if [[ -n $DATA_DIR && $DRY_RUN == 0 && ! -d $DATA_DIR ]]; then
     die "--data-dir $DATA_DIR is not a directory"
   fi
+  if [[ -n $CHECKSUMS_FILE && $DRY_RUN == 0 && ! -f $CHECKSUMS_FILE ]]; then
+    die "--checksums $CHECKSUMS_FILE: no such file"
+  fi
   return 0
 }
 
@@ -175,8 +193,9 @@ parse_options() {
 
 setup_paths() {
   REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-  TOOLS=$REPO/recipes/lib/wmt16_tools.py
+  TOOLS=(-m recipes.lib.wmt16_tools)  # run with PYTHONPATH=REPO (wmt16_main exports it)
   CHECKSUMS=$REPO/recipes/checksums.sha256
+  [[ -z $CHECKSUMS_FILE ]] || CHECKSUMS=$(abspath "$CHECKSUMS_FILE")
   USER_DIR=$REPO/xlm_fairseq
   PYTHON=${PYTHON:-python}
   WORK=$(abspath "$WORK_DIR")
@@ -199,6 +218,8 @@ setup_paths() {
   else
     MT_DIR=$WORK/checkpoints/unmt
   fi
+  # the model of stages 3 and 4: XLM's, or with --smoke a tiny one of the same kind
+  if [[ $SMOKE == 1 ]]; then ARCH=(--arch xlm_tiny); else ARCH=(--arch xlm_1024); fi
   # the non-English language sorted with English, as data-bin names pairs (de-en, en-ro)
   PAIR_SORTED=${LANGS/,/-}
   IFS=, read -r LANG_A LANG_B <<< "$LANGS"
@@ -208,6 +229,7 @@ setup_paths() {
 # stages before it); a marker with another key makes the stage refuse to run.
 stage_key() {
   local key="recipe=$RECIPE init=$INIT mono=$MONO_SENTENCES supervised=$SUPERVISED"
+  [[ $SMOKE == 1 ]] && key+=" smoke=1"
   (($1 >= 2)) && [[ $INIT == pretrain ]] && key+=" vocab=$VOCAB_SIZE spm_sentences=$SPM_SENTENCES"
   (($1 >= 3)) && [[ $INIT == pretrain ]] && key+=" pretrain_max_update=${MAX_UPDATE:-none}"
   (($1 >= 4)) && key+=" no_bt=$NO_BT max_update=${MAX_UPDATE:-none}"

@@ -2,7 +2,8 @@
 
 Each subcommand reads its inputs, writes its output atomically (a temporary sibling renamed into
 place), prints one line on success, and on a user error prints one line ``wmt16_tools: error: ...``
-on stderr and exits with status 2. Run ``python recipes/lib/wmt16_tools.py SUBCOMMAND --help``.
+on stderr and exits with status 2. Run ``python -m recipes.lib.wmt16_tools SUBCOMMAND --help`` (the
+repository on PYTHONPATH, as the recipes set it).
 
 verify          SHA-256 of downloads against recipes/checksums.sha256 (and the work dir's
                 checksums.lock for entries published there as UNVERIFIED)
@@ -18,28 +19,20 @@ summary         the BLEU table of an evaluation directory
 """
 
 import argparse
-import os
 import sys
 
+from preprocess.errors import ArgumentParser, UserError, run_command
+from recipes.lib.wmt16_data import (
+    cmd_extract_para,
+    cmd_head_gz,
+    cmd_same_dict,
+    cmd_testset,
+    cmd_verify,
+    cmd_vocab_to_dict,
+)
+from recipes.lib.wmt16_eval import cmd_hyps, cmd_strip_diacritics, cmd_summary, cmd_tokenize_ref
+
 PROG = "wmt16_tools"
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# run as a file from anywhere: its siblings (wmt16_data, wmt16_eval) and the repository's preprocess/ must import
-for _path in (os.path.dirname(os.path.dirname(_HERE)), _HERE):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
-
-try:
-    from preprocess.errors import ArgumentParser, UserError, run_command
-except ImportError as _e:  # e.g. the file was copied out of the repository
-    sys.stderr.write(
-        f"{PROG}: error: cannot import preprocess ({_e}); run it inside the xlm-fairseq repository "
-        "or put the repository on PYTHONPATH\n"
-    )
-    sys.exit(2)
-
-from wmt16_data import cmd_extract_para, cmd_head_gz, cmd_same_dict, cmd_testset, cmd_verify, cmd_vocab_to_dict  # noqa: E402
-from wmt16_eval import cmd_hyps, cmd_strip_diacritics, cmd_summary, cmd_tokenize_ref  # noqa: E402
 
 
 def _positive(value: str) -> int:

@@ -22,7 +22,7 @@ stage_preprocess() {
   [[ $SUPERVISED == 1 ]] && cmd+=(--para "train:$PAIR_SORTED=$RAW/train.$PAIR_SORTED")
   [[ $OTHER == ro ]] && cmd+=(--ro-remove-diacritics)
   if [[ $INIT == released ]]; then
-    run "$PYTHON" "$TOOLS" vocab-to-dict "$DOWNLOADS/$RELEASED_VOCAB" "$XLM_VOCAB_DICT"
+    run "$PYTHON" "${TOOLS[@]}" vocab-to-dict "$DOWNLOADS/$RELEASED_VOCAB" "$XLM_VOCAB_DICT"
     cmd+=(--bpe-codes "$DOWNLOADS/$RELEASED_CODES" --dict "$XLM_VOCAB_DICT")
   else
     cmd+=(--vocab-size "$VOCAB_SIZE" --spm-sentences-per-lang "$SPM_SENTENCES")
@@ -54,23 +54,25 @@ EPOCH_UPDATES=$(((200000 + 31) / 32))
 
 stage_pretrain() {
   local interval
-  local -a cmd device
+  local -a cmd device optim
   if [[ $INIT == released ]]; then
     run "$PYTHON" -m xlm_fairseq.convert "$DOWNLOADS/$RELEASED_MODEL" "$RELEASED_DIR" \
       --codes "$DOWNLOADS/$RELEASED_CODES" --lowercase no --force
     # the data must be numbered exactly as the model's vocabulary
-    run "$PYTHON" "$TOOLS" same-dict "$RELEASED_DIR/dict.txt" "$DATA_BIN/dict.txt"
+    run "$PYTHON" "${TOOLS[@]}" same-dict "$RELEASED_DIR/dict.txt" "$DATA_BIN/dict.txt"
     return 0
   fi
   interval=$EPOCH_UPDATES
   mapfile -t device < <(device_args)
+  # the shared optimiser and clip (recipes/lib/optim.flags) with XLM's pretraining settings: Adam
+  # (0.9, 0.999), lr 1e-4, no decay
+  optim_flags optim --adam-betas '(0.9,0.999)' --lr-scheduler fixed --lr 0.0001
   cmd=(fairseq-train "$DATA_BIN" --user-dir "$USER_DIR"
     --task cross_lingual_lm --langs "$LANGS" --mlm-steps "en,$OTHER"
-    --arch xlm_1024 --tokens-per-sample 256 --batch-size 32
+    "${ARCH[@]}" --tokens-per-sample 256 --batch-size 32
     --mask-prob 0.15 --mask-keep-rand '0.8,0.1,0.1' --sample-alpha 0 --lg-sampling-factor -1
     --dropout 0.1 --attention-dropout 0.1
-    --step-per-objective --clip-norm 5
-    --optimizer adam --adam-betas '(0.9,0.999)' --lr 0.0001 --lr-scheduler fixed
+    --step-per-objective "${optim[@]}"
     --validate-interval-updates "$interval" --save-interval-updates "$interval" --keep-interval-updates 1
     --no-epoch-checkpoints --best-checkpoint-metric mlm_fullmask_ppl --patience 10
     --save-dir "$PRETRAIN_DIR" --log-format simple --log-interval 100
@@ -93,7 +95,7 @@ init_checkpoint() {
 
 stage_train() {
   local interval
-  local -a cmd device
+  local -a cmd device optim
   cmd=(fairseq-train "$DATA_BIN" --user-dir "$USER_DIR" --task translation_lm --langs "$LANGS")
   if [[ $NO_BT == 0 ]]; then
     cmd+=(--ae-steps "en,$OTHER" --bt-steps "en-$OTHER-en,$OTHER-en-$OTHER"
@@ -105,11 +107,12 @@ stage_train() {
   fi
   interval=$EPOCH_UPDATES
   mapfile -t device < <(device_args)
+  # the shared optimiser (recipes/lib/optim.flags) as XLM's adam_inverse_sqrt for MT: lr 1e-4 after
+  # 4000 warm-up steps from 1e-7
+  optim_flags optim --lr 0.0001 --warmup-updates 4000 --warmup-init-lr 1e-07
   cmd+=(--pretrained-xlm-checkpoint "$(init_checkpoint)"
-    --arch xlm_1024 --dropout 0.1 --attention-dropout 0.1 --max-tokens 2000
-    --step-per-objective --clip-norm 5
-    --optimizer adam --adam-betas '(0.9,0.98)' --lr 0.0001
-    --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07
+    "${ARCH[@]}" --dropout 0.1 --attention-dropout 0.1 --max-tokens 2000
+    --step-per-objective "${optim[@]}"
     --valid-lang-pairs "en-$OTHER,$OTHER-en" --best-checkpoint-metric "bleu_tok_en-$OTHER" --maximize-best-checkpoint-metric
     --validate-interval-updates "$interval" --save-interval-updates "$interval" --keep-interval-updates 1
     --no-epoch-checkpoints --patience 10
@@ -137,17 +140,18 @@ evaluate_direction() {
   ((beam == 1)) && cmd+=(--max-len-a 1.5 --max-len-b 8 --min-len 0)
   if ((GPUS == 0)); then cmd+=(--cpu); elif ((FP16 == 1)); then cmd+=(--fp16); fi
   run "${cmd[@]}"
-  run "$PYTHON" "$TOOLS" hyps "$dir/generate-test.txt" --lang "$tgt" --data "$DATA_BIN" \
+  run "$PYTHON" "${TOOLS[@]}" hyps "$dir/generate-test.txt" --lang "$tgt" --data "$DATA_BIN" \
     --out-tok "$dir/hyp.tok" --out-detok "$dir/hyp.detok" --expect-lines-of "$ref"
-  note "$src->$tgt: sacreBLEU -t $TEST_TESTSET (its reference; the signature names the test set)"
+  # sacrebleu's own reference of the test set (since sacrebleu 2 its signature no longer names the set)
+  note "$src->$tgt: sacreBLEU -t $TEST_TESTSET -l $src-$tgt (sacrebleu's own reference)"
   run_to "$dir/sacrebleu.txt" sacrebleu -t "$TEST_TESTSET" -l "$src-$tgt" -i "$dir/hyp.detok" -m bleu -f text
   if [[ $tgt == ro ]]; then
     note "$src->$tgt: sacreBLEU against the reference without diacritics (the model writes none)"
-    run "$PYTHON" "$TOOLS" strip-diacritics "$ref" "$dir/ref.nodiacritics"
+    run "$PYTHON" "${TOOLS[@]}" strip-diacritics "$ref" "$dir/ref.nodiacritics"
     run_to "$dir/sacrebleu.nodiacritics.txt" sacrebleu "$dir/ref.nodiacritics" -i "$dir/hyp.detok" -l "$src-$tgt" -m bleu -f text
   fi
   note "$src->$tgt: tokenised BLEU (Moses-tokenised output and reference, as the paper's multi-bleu.perl)"
-  run "$PYTHON" "$TOOLS" tokenize-ref "$ref" "$dir/ref.tok" --lang "$tgt" --data "$DATA_BIN"
+  run "$PYTHON" "${TOOLS[@]}" tokenize-ref "$ref" "$dir/ref.tok" --lang "$tgt" --data "$DATA_BIN"
   run_to "$dir/tokenized_bleu.txt" sacrebleu "$dir/ref.tok" -i "$dir/hyp.tok" -l "$src-$tgt" -m bleu -f text --tokenize none
 }
 
@@ -163,5 +167,5 @@ stage_evaluate() {
     evaluate_direction en "$OTHER" "$beam"
     evaluate_direction "$OTHER" en "$beam"
   done
-  run "$PYTHON" "$TOOLS" summary "$EVAL_DIR" "en-$OTHER" "$OTHER-en" --paper "$paper"
+  run "$PYTHON" "${TOOLS[@]}" summary "$EVAL_DIR" "en-$OTHER" "$OTHER-en" --paper "$paper"
 }
