@@ -1,7 +1,5 @@
 """The model's own guarantees: causal masking, incremental decoding, language ids, registrations."""
 
-import argparse
-
 import pytest
 import torch
 
@@ -67,8 +65,23 @@ def test_padding_does_not_change_real_positions():
 def test_output_layer_is_tied_with_own_bias():
     m = _stack()
     assert m.pred_layer.proj.weight is m.embeddings.weight
-    assert m.pred_layer.proj.bias.shape == (50,)
-    assert m.layer_norm_emb.eps == 1e-12
+    h = torch.randn(5, 32)
+    with torch.no_grad():
+        m.pred_layer.proj.bias.normal_()
+        m.embeddings.weight[7] += 1.0  # a word's embedding moves its output row, and only that row
+    logits = m.pred_layer.proj(h)
+    assert torch.allclose(logits, h @ m.embeddings.weight.T + m.pred_layer.proj.bias, atol=1e-6)
+    assert not any(p is m.pred_layer.proj.bias for p in (m.embeddings.weight, m.layer_norm_emb.bias))
+
+
+def test_embedding_layer_norm_has_xlms_epsilon():
+    """XLM's LayerNorm eps is 1e-12, not torch's 1e-5: an input of variance 1e-8 still comes out with
+    unit variance (with 1e-5 it would shrink a thousandfold), as in the checkpoints XLM trained."""
+    m = _stack()
+    x = 1e-4 * torch.randn(4, 32)
+    for norm in (m.layer_norm_emb, m.layer_norm1[0], m.layer_norm2[1]):
+        y = norm(x)
+        assert torch.allclose(y.var(-1, unbiased=False), torch.ones(4), atol=1e-3), norm
 
 
 @pytest.mark.parametrize("capacity", [2, 16])
@@ -261,18 +274,50 @@ def test_every_registered_name_is_the_plugins():
     assert "mlm_steps" in node and "clm_steps" in node, "hydra's config store holds our task's config"
 
 
-def test_arch_dims_and_overrides():
-    from fairseq.models import ARCH_CONFIG_REGISTRY
+def _xlm_parameters(n_words, n_langs, dim, ffn, enc_layers, dec_layers):
+    """Parameters of XLM's translation model written out: each stack has word, position (512) and
+    language embeddings with a LayerNorm, per layer self-attention (4 dim x dim + bias), an FFN and
+    two LayerNorms, the decoder also encoder attention and its LayerNorm; the decoder's output
+    layer is tied to its word embeddings and adds a bias."""
+    attention, norm = 4 * (dim * dim + dim), 2 * dim
+    layer = attention + (dim * ffn + ffn) + (ffn * dim + dim) + 2 * norm
+    stack = (n_words + 512 + n_langs) * dim + norm
+    return 2 * stack + enc_layers * layer + dec_layers * (layer + attention + norm) + n_words
 
-    args = argparse.Namespace()
-    ARCH_CONFIG_REGISTRY["xlm_1024"](args)
-    assert (args.encoder_embed_dim, args.encoder_layers, args.encoder_attention_heads, args.encoder_ffn_embed_dim) == (
-        1024,
-        6,
-        8,
-        4096,
+
+@pytest.mark.parametrize(
+    "argv,dims",
+    [
+        (["--arch", "xlm_1024"], (1024, 4096, 6, 6, 8)),  # XLM's --emb_dim 1024 --n_layers 6 --n_heads 8
+        (["--arch", "xlm_512"], (512, 2048, 6, 6, 8)),
+        (["--arch", "xlm_tiny", "--encoder-layers", "3", "--encoder-embed-dim", "128", "--decoder-embed-dim", "128"],
+         (128, 512, 3, 2, 4)),  # overrides win; the FFN follows the dimension (4 x)
+    ],
+)  # fmt: skip
+def test_arch_builds_a_model_of_xlms_size(argv, dims):
+    """What fairseq-train builds from --arch (and overrides): the parameter count of XLM's model of
+    those dimensions, and its number of heads (built on the meta device: no memory is allocated)."""
+    from types import SimpleNamespace
+
+    from fairseq import options
+    from fairseq.data import Dictionary
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from xlm_fairseq.models.xlm import XLMModel
+
+    dim, ffn, enc_layers, dec_layers, heads = dims
+    d = Dictionary()
+    for i in range(996):
+        d.add_symbol(f"w{i}")
+    parser = options.get_training_parser()
+    cfg = convert_namespace_to_omegaconf(
+        options.parse_args_and_arch(parser, ["unused", "--task", "translation_lm", *argv])
     )
-    assert args.decoder_embed_dim == 1024 and args.decoder_layers == 6
-    args = argparse.Namespace(encoder_layers=3, encoder_embed_dim=128)
-    ARCH_CONFIG_REGISTRY["xlm_tiny"](args)
-    assert (args.encoder_embed_dim, args.encoder_layers, args.encoder_ffn_embed_dim) == (128, 3, 512)
+    task = SimpleNamespace(source_dictionary=d, langs=["en", "fr"], model_kind="translation")
+    with torch.device("meta"):
+        model = XLMModel.build_model(cfg.model, task)
+    n = sum(p.numel() for p in model.parameters())
+    assert n == _xlm_parameters(len(d), 2, dim, ffn, enc_layers, dec_layers)
+    for stack, layers in ((model.encoder.transformer, enc_layers), (model.decoder.transformer, dec_layers)):
+        assert len(stack.attentions) == layers
+        assert {a.n_heads for a in stack.attentions} == {heads}
