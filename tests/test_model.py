@@ -294,28 +294,23 @@ def _xlm_parameters(n_words, n_langs, dim, ffn, enc_layers, dec_layers):
          (128, 512, 3, 2, 4)),  # overrides win; the FFN follows the dimension (4 x)
     ],
 )  # fmt: skip
-def test_arch_builds_a_model_of_xlms_size(argv, dims):
-    """What fairseq-train builds from --arch (and overrides): the parameter count of XLM's model of
-    those dimensions, and its number of heads (built on the meta device: no memory is allocated)."""
-    from types import SimpleNamespace
-
-    from fairseq import options
+def test_arch_builds_a_model_of_xlms_size(argv, dims, tmp_path):
+    """What fairseq-train builds from --arch (and overrides), through the task: the parameter count of
+    XLM's model of those dimensions, and its number of heads (built on the meta device: no memory is
+    allocated). The task is given its dictionary (996 words); DATA is an empty directory."""
+    from fairseq import options, tasks
     from fairseq.data import Dictionary
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    from xlm_fairseq.models.xlm import XLMModel
 
     dim, ffn, enc_layers, dec_layers, heads = dims
     d = Dictionary()
     for i in range(996):
         d.add_symbol(f"w{i}")
-    parser = options.get_training_parser()
-    cfg = convert_namespace_to_omegaconf(
-        options.parse_args_and_arch(parser, ["unused", "--task", "translation_lm", *argv])
-    )
-    task = SimpleNamespace(source_dictionary=d, langs=["en", "fr"], model_kind="translation")
+    argv = [str(tmp_path), "--task", "translation_lm", "--langs", "en,fr", *argv]
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    task = tasks.TASK_REGISTRY["translation_lm"](cfg.task, d)
     with torch.device("meta"):
-        model = XLMModel.build_model(cfg.model, task)
+        model = task.build_model(cfg.model)
     n = sum(p.numel() for p in model.parameters())
     assert n == _xlm_parameters(len(d), 2, dim, ffn, enc_layers, dec_layers)
     for stack, layers in ((model.encoder.transformer, enc_layers), (model.decoder.transformer, dec_layers)):
