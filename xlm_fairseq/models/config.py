@@ -3,7 +3,6 @@
 from dataclasses import dataclass, field
 
 from fairseq.dataclass import FairseqDataclass
-from omegaconf import II
 
 
 @dataclass
@@ -27,9 +26,6 @@ class XLMConfig(FairseqDataclass):
         default=0.0,
         metadata={"help": "xlm_classification: dropout before the classification layer (XLM's fine-tuning --dropout)"},
     )
-    # the task's languages, saved with the model so that fairseq-generate / -interactive, which set up
-    # the task from the command line, still know the language ids (no help: not a CLI option)
-    langs: str = II("task.langs")
     share_all_embeddings: bool = field(
         default=False,
         metadata={"help": "encoder and decoder share one embedding matrix (XLM default: separate)"},

@@ -35,13 +35,16 @@ class XLMModel(XLMModelBase, FairseqEncoderDecoderModel):
     @classmethod
     def build_model(cls, cfg, task):
         dictionary = task.source_dictionary
-        if not task.langs and getattr(cfg, "langs", None):  # task set up without --langs (generate)
-            task.set_langs(str(cfg.langs))
-        model_langs = str(getattr(cfg, "langs", None) or "")
-        if model_langs and task.langs != parse_langs(model_langs, "the model's languages"):
+        # a loaded checkpoint's languages: what its task carries (fairseq loads task_state before
+        # building), or in checkpoints made before that, its model options
+        loaded = getattr(getattr(task, "state", None), "state_dict", None) or {}
+        carried = loaded.get("langs") or parse_langs(str(getattr(cfg, "langs", "") or ""), "")
+        if not task.langs and carried:  # task set up without --langs (fairseq-generate, -interactive)
+            task.set_langs(",".join(carried))
+        if carried and list(task.langs) != list(carried):
             # language ids are positions in the list: another order translates with the wrong embeddings
             raise XLMUserError(
-                f"--langs {','.join(task.langs)} is not the model's language list {model_langs}; "
+                f"--langs {','.join(task.langs)} is not the model's language list {','.join(carried)}; "
                 "leave --langs out, or give that list in that order"
             )
         n_langs = len(task.langs)

@@ -96,6 +96,9 @@ class XLMDataTask(FairseqTask):
         # whole model: fairseq-interactive, the hub and --pretrained-xlm-checkpoint need no data-bin
         self.state.add_factory("dictionary", lambda: dictionary_to_state(self.dictionary))
         self.state.add_factory("subword_model", self._subword_model_state)
+        # the language list, so that fairseq-generate / -interactive (which set up the task from the
+        # command line) know the language ids of a model
+        self.state.add_factory("langs", lambda: list(self.langs))
         self._pipeline_cache = None
 
     @property
@@ -122,6 +125,7 @@ class XLMDataTask(FairseqTask):
             )
         self.state.dictionary, self.state.subword_model  # computed now, so that checkpoints carry them
         model = super().build_model(cfg, from_checkpoint)
+        self.state.langs  # computed once the model has settled them (fairseq-generate takes the model's)
         if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:
             init_from_lm(model, self.cfg.pretrained_xlm_checkpoint, self.dictionary, self.langs)
         # fairseq-train casts the model for --bf16, fairseq-generate/-interactive only for --fp16

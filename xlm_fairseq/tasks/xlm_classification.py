@@ -29,7 +29,6 @@ from typing import List, Optional, Sequence, Tuple
 
 from fairseq.data import Dictionary
 from fairseq.tasks import register_task
-from omegaconf import II
 
 from preprocess.classification import read_tsv, split_langs, tsv_path
 from preprocess.langs import parse_langs
@@ -79,7 +78,6 @@ class XLMClassificationConfig(XLMDataConfig):
             "default: random rows, as XLM (labels may correlate with length, as MNLI's do)"
         },
     )
-    max_positions: int = II("model.max_positions")
 
 
 @register_task("xlm_classification", dataclass=XLMClassificationConfig)
@@ -90,6 +88,7 @@ class XLMClassificationTask(XLMDataTask):
 
     def __init__(self, cfg: XLMClassificationConfig):
         self._pretrained = None
+        self.model_positions = 512  # set by build_model
         self._training = None  # (labels, pairs) of the training files, read once
         super().__init__(cfg, None)  # the languages and dictionary are resolved on first use (see CARRIED)
         self.state.add_factory("langs", self._find_langs)
@@ -262,7 +261,7 @@ class XLMClassificationTask(XLMDataTask):
         Training rows are cut to --max-sentence-len (XLM truncates in training only); every row to
         the model's positions."""
         pipeline, d = self.require_pipeline(), self.dictionary
-        max_positions = int(getattr(self.cfg, "max_positions", 512) or 512)
+        max_positions = self.model_positions
         max_len = self.cfg.max_sentence_len if training else None
         rows, truncated = [], 0
         for i, text in enumerate(texts):
@@ -319,6 +318,7 @@ class XLMClassificationTask(XLMDataTask):
         for name in CARRIED:  # evaluated now, so that every checkpoint carries them
             getattr(self.state, name)
         model = super().build_model(cfg, from_checkpoint)
+        self.model_positions = model.encoder.max_positions()  # rows are cut to fit it
         trained = model.freeze_outside(self.cfg.finetune_layers)
         total = sum(p.numel() for p in model.parameters())
         logger.info(f"--finetune-layers {self.cfg.finetune_layers}: {trained} of {total} parameters trained")
