@@ -21,8 +21,16 @@ TASK_RUNS = {
 }
 
 
-@pytest.mark.parametrize("precision", ["--bf16", "--memory-efficient-fp16"])
-@pytest.mark.parametrize("task", [*TASK_RUNS, "xlm_classification"])
+@pytest.mark.parametrize(
+    "task,precision",
+    [  # the fast tier trains one (a fairseq-train each)
+        pytest.param(
+            task, precision, marks=() if (task, precision) == ("cross_lingual_lm", "--bf16") else pytest.mark.slow
+        )
+        for task in [*TASK_RUNS, "xlm_classification"]
+        for precision in ["--bf16", "--memory-efficient-fp16"]
+    ],
+)
 def test_every_task_trains_in_half_precision(task, precision, data_bin, pretrained, tmp_path, request):
     """--bf16 used to stop at start-up: fairseq's parser makes it imply --tpu, then asks torch_xla
     for a device."""
@@ -41,6 +49,7 @@ def test_every_task_trains_in_half_precision(task, precision, data_bin, pretrain
         assert not state["cfg"]["common"]["tpu"]
 
 
+@pytest.mark.slow
 def test_generate_computes_in_bf16(unmt, data_bin):
     """fairseq-generate casts models for --fp16 only; --bf16 ran in fp32 before."""
     ckpt = unmt[0] / "checkpoint_last.pt"

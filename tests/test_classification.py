@@ -59,7 +59,6 @@ def test_training_logs_per_language_accuracy(classifier):
     assert len(valid) == 3
     for v in valid:
         en, de, mean = float(v["valid_acc_en"]), float(v["valid_acc_de"]), float(v["valid_acc"])
-        assert 0 <= en <= 100 and 0 <= de <= 100
         assert mean == pytest.approx((en + de) / 2, abs=0.011)  # unweighted mean of the languages
     assert "initialised from" in log and "parameters trained" in log
     # fairseq tracks the best English accuracy (logged from the second validation on)
@@ -145,6 +144,7 @@ def test_hubs_refuse_each_others_models(classifier, pretrained, data_bin):
     assert clf.extract_features(clf.encode("A text editor.", "en"), "en").shape[-1] == 64
 
 
+@pytest.mark.slow
 def test_random_init_takes_the_data_directory_vocabulary(xcls, data_bin, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(xcls, data)
@@ -178,7 +178,11 @@ BAD_INPUT = {
 }
 
 
-@pytest.mark.parametrize("case", BAD_INPUT, ids=list(BAD_INPUT))
+@pytest.mark.parametrize(  # a fairseq-train each: the fast tier runs the first
+    "case",
+    [pytest.param(case, marks=() if i == 0 else pytest.mark.slow) for i, case in enumerate(BAD_INPUT)],
+    ids=list(BAD_INPUT),
+)
 def test_bad_input_is_one_line_and_touches_nothing(case, xcls, classifier, pretrained, tmp_path):
     name, content, message = BAD_INPUT[case]
     data, save = tmp_path / "data", tmp_path / "save"
@@ -196,6 +200,7 @@ def test_bad_input_is_one_line_and_touches_nothing(case, xcls, classifier, pretr
     assert _digests(data, save) == before
 
 
+@pytest.mark.slow
 def test_conflicting_dictionary_beside_the_tsvs(xcls, pretrained, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(xcls, data)
@@ -206,6 +211,7 @@ def test_conflicting_dictionary_beside_the_tsvs(xcls, pretrained, tmp_path):
     assert not (tmp_path / "save" / "checkpoint_last.pt").exists()
 
 
+@pytest.mark.slow
 def test_truncated_pretrained_checkpoint(xcls, pretrained, tmp_path):
     broken = tmp_path / "broken.pt"
     broken.write_bytes(pretrained.read_bytes()[:20000])  # a copy killed half-way
@@ -273,6 +279,7 @@ def test_finetune_layers():
             parse_layer_range(bad, 6)
 
 
+@pytest.mark.slow
 def test_frozen_layers_do_not_move(xcls, pretrained, tmp_path):
     """--finetune-layers 2:_1 on the 2-layer model: the embeddings and layer 1 keep their pretrained
     values, layer 2 and the head are trained."""
@@ -289,6 +296,7 @@ def test_frozen_layers_do_not_move(xcls, pretrained, tmp_path):
     assert "classification_head.proj.weight" in after
 
 
+@pytest.mark.slow
 def test_sentence_pairs_from_xnli_layout(pretrained, tmp_path):
     """The official XNLI/MultiNLI layouts through python -m preprocess.xnli, then a pair classifier."""
     xnli, mnli = tmp_path / "XNLI-1.0", tmp_path / "multinli_1.0"
@@ -345,7 +353,9 @@ def test_retrieval_command(pretrained, data_bin, tmp_path):
     proc = run([BIN / "python", "-m", "xlm_fairseq.evaluation.retrieval", pretrained, "--data", data_bin,
                 "--src", f"en={en}", "--tgt", f"de={de}", "--json", js])  # fmt: skip
     result = json.loads(js.read_text())
-    assert result["pairs"] == 40 and 0 <= result["en-de"] <= 100 and 0 <= result["de-en"] <= 100
+    assert result["pairs"] == 40
+    for direction in ("en-de", "de-en"):  # accuracy@1: k of the 40 sentences found
+        assert any(abs(result[direction] - 100 * k / 40) < 0.01 for k in range(41)), result
     assert "retrieval accuracy@1 over 40 pairs: en->de" in proc.stdout
     # a file against itself: every sentence finds itself (distinct lines, identical encodings)
     js2 = tmp_path / "same.json"
@@ -359,6 +369,7 @@ def test_retrieval_command(pretrained, data_bin, tmp_path):
     assert bad.returncode == 2 and "not line-aligned" in bad.stderr
 
 
+@pytest.mark.slow
 def test_xcls_recipe_tiny(tmp_path):
     """The offline recipe end to end at its CI size: pretraining, fine-tuning both inits, the table."""
     proc = run(["bash", ROOT / "recipes" / "xcls.sh", "--tiny", "--work-dir", tmp_path / "w"],
@@ -366,8 +377,6 @@ def test_xcls_recipe_tiny(tmp_path):
     table = (tmp_path / "w" / "results.md").read_text()
     assert "| random |" in table and "| mlm_tlm |" in table and "| majority class |" in table
     results = json.loads((tmp_path / "w" / "results.json").read_text())
-    for init in ("random", "mlm_tlm"):
-        assert 0 <= results[init]["eval"]["acc_de"] <= 100
     assert results["mlm_tlm"]["pretrain"]["updates"] > 0
     assert "retrieval_lm" in results["mlm_tlm"]["eval"]
     assert proc.returncode == 0

@@ -193,6 +193,7 @@ def test_tlm_limits_each_side_not_the_total(data_bin):
     assert tlm.sizes.max() > 48, "pairs longer than a stream block are kept (XLM limits each side)"
 
 
+@pytest.mark.slow  # two fairseq-train runs; the arithmetic in-process: test_run_objectives.py
 def test_step_per_objective_is_xlms_loop(data_bin, tmp_path):
     """--step-per-objective: each update trains exactly one objective (its own Adam step, clip and LR
     step), walking XLM iterations; the default update trains the whole iteration."""

@@ -27,7 +27,7 @@ def _raw_test(src, tgt, tmp_path, n=60):
     return head(SAMPLE / pair / f"test.{pair}.{lang}", tmp_path / f"test.{lang}", n).read_text().splitlines()
 
 
-@pytest.mark.parametrize("src,tgt", [("de", "en"), ("en", "ro")])
+@pytest.mark.parametrize("src,tgt", [("de", "en"), pytest.param("en", "ro", marks=pytest.mark.slow)])
 def test_translate_equals_fairseq_generate(mt, unmt, data_bin, tmp_path, src, tgt):
     """Raw text in, detokenised text out, beam 5: the hub and fairseq-generate (on the binarised
     test split preprocess/ made from the same raw lines) give the same translations."""
@@ -88,6 +88,7 @@ def test_exported_model_dir_loads_without_the_data_bin(mt, unmt, tmp_path):
     assert sorted(os.listdir(out)) == ["dict.txt", "model.pt", "spm.model", "text_pipeline.json"]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_copied_alone_is_a_whole_model(mt, unmt, pretrained, data_bin, tmp_path):
     """LM and translation checkpoints carry dictionary and subword model (as classifiers do): a copied
     checkpoint file, without its data-bin, translates in the hub and in fairseq-interactive, and
