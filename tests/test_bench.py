@@ -1,56 +1,36 @@
-"""bench/run.py reads fairseq's own logs: check its reader on a real fairseq-train run (no timings
-are asserted; the benchmark itself is `python bench/run.py --quick`)."""
+"""bench/run.py reads fairseq's own logs and counts FLOPs with a formula: check its reader on a real
+fairseq-train run of its own training flags, and its formula against torch's FLOP counter on a real
+training step of our model (no timings are asserted; the benchmark itself is
+`python bench/run.py --quick`)."""
 
 import importlib.util
 
 import pytest
-from conftest import ROOT, fairseq
+from conftest import ROOT, fairseq, read_optim_flags, setup_task
 
 
-def _bench():
+@pytest.fixture
+def bench(monkeypatch):
+    """bench/run.py as the script it is: its directory first on sys.path, for its sibling modules."""
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     spec = importlib.util.spec_from_file_location("bench_run", ROOT / "bench" / "run.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_windows_count_input_tokens_of_every_objective(data_bin):
-    bench = _bench()
+def test_the_benchmark_trains_with_the_recipes_optimiser(bench):
+    flags = bench.TRAIN_COMMON
+    for option, value in read_optim_flags().items():
+        assert flags[flags.index(option) + 1] == value, option
+
+
+def test_windows_count_input_tokens_of_every_objective(bench, data_bin):
     proc = fairseq(
-        "train",
-        data_bin,
-        "--user-dir",
-        ROOT / "xlm_fairseq",
-        "--task",
-        "cross_lingual_lm",
-        "--langs",
-        "de,en,ro",
-        "--mlm-steps",
-        "en,de",
-        "--clm-steps",
-        "",
-        "--arch",
-        "xlm_tiny",
-        "--tokens-per-sample",
-        "32",
-        "--batch-size",
-        "4",
-        "--optimizer",
-        "adam",
-        "--lr",
-        "1e-4",
-        "--cpu",
-        "--num-workers",
-        "0",
-        "--log-format",
-        "json",
-        "--log-interval",
-        "2",
-        "--max-update",
-        "8",
-        "--disable-validation",
-        "--no-save",
-    )
+        "train", data_bin, "--user-dir", ROOT / "xlm_fairseq", "--task", "cross_lingual_lm", "--langs", "de,en,ro",
+        "--mlm-steps", "en,de", "--clm-steps", "", "--arch", "xlm_tiny", "--tokens-per-sample", "32",
+        "--batch-size", "4", *bench.TRAIN_COMMON, "--cpu", "--log-interval", "2", "--max-update", "8", "--no-save",
+    )  # fmt: skip
     windows = bench.train_windows(proc.stdout + proc.stderr)
     assert len(windows) == 4
     for w in windows:
@@ -59,11 +39,35 @@ def test_windows_count_input_tokens_of_every_objective(data_bin):
         assert w["tokens_per_s"] > 0 and w["sentences_per_s"] == w["tokens_per_s"] * 8 / 256
 
 
-def test_flop_count_is_the_matmuls():
-    bench = _bench()
-    d, f, t, v, layers = bench.DIM, bench.FFN, bench.BLOCK, bench.VOCAB, bench.LAYERS
-    forward_macs = layers * (4 * d * d + 2 * d * f + 2 * t * d) + 0.15 * v * d
-    assert bench.mlm_flops_per_token() == pytest.approx(3 * 2 * forward_macs)
-    assert bench.mlm_flops_per_token(extra_head_dim=d) - bench.mlm_flops_per_token() == pytest.approx(
-        3 * 2 * 0.15 * d * d
-    )
+def test_the_flop_formula_counts_what_the_model_computes(bench, data_bin, monkeypatch):
+    """MFU's numerator: the formula's training FLOPs per input token against torch's count of a real
+    forward and backward pass of our MLM at the benchmark's size (matmuls and attention)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
+
+    shape = [*bench.OURS_DIMS[2:], "--tokens-per-sample", bench.BLOCK, "--batch-size", bench.BLOCKS]
+    # without dropout: attention runs in torch's fused kernel (with it, in ours, which recomputes the weights
+    # in the backward pass: more work done, the same model FLOPs)
+    shape += ["--dropout", "0", "--attention-dropout", "0"]
+    task, cfg = setup_task(data_bin, "cross_lingual_lm", "--langs", "de,en,ro", "--mlm-steps", "en", *shape)
+    task.load_dataset("train")
+    model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)
+    objective = task.dataset("train").datasets["mlm_en"]
+    batch = objective.collater([objective[i] for i in range(bench.BLOCKS)])
+    # that kernel, which torch's counter does not know: model FLOPs, as MFU counts them (the backward twice
+    # the forward, the kernel's recomputed scores left out)
+    aten = torch.ops.aten
+    mapping = {
+        aten._scaled_dot_product_flash_attention_for_cpu: lambda q, k, v, *_, **__: sdpa_flop_count(q, k, v),
+        aten._scaled_dot_product_flash_attention_for_cpu_backward: (
+            lambda grad, q, k, v, *_, **__: 2 * sdpa_flop_count(q, k, v)
+        ),
+    }
+    with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
+        loss, predicted, _ = criterion(model, batch)
+        loss.backward()
+    tokens = batch["net_input"]["src_tokens"].numel()
+    assert tokens == bench.BLOCK * bench.BLOCKS
+    monkeypatch.setattr(bench, "VOCAB", len(task.dictionary))  # the fixture's vocabulary, not the benchmark's
+    expected = bench.mlm_flops_per_token(mask_prob=float(predicted) / tokens)
+    assert counter.get_total_flops() / tokens == pytest.approx(expected, rel=0.01)
