@@ -338,6 +338,7 @@ def small_args(raw, mono_en="mono.en", *extra):
     ]
 
 
+@pytest.mark.slow  # four full builds
 def test_different_inputs_refused_then_force_replaces(tmp_path, raw):
     dest = tmp_path / "bin"
     assert prepare(dest, *small_args(raw)).returncode == 0
@@ -385,6 +386,7 @@ def test_foreign_dest_refused(tmp_path, raw):
     assert siblings(dest) == []
 
 
+@pytest.mark.slow  # three full builds
 def test_reuse_vocabulary_and_workers_do_not_change_output(tmp_path, raw):
     first, second, reused = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     assert prepare(first, *small_args(raw)).returncode == 0
@@ -464,6 +466,7 @@ def decoded(dest, name):
     return [d.string(ds[i]) for i in range(len(ds))]
 
 
+@pytest.mark.slow  # learns BPE codes, builds twice
 def test_bpe_codes(tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -763,6 +766,7 @@ def _dead_pid():
     return proc.pid
 
 
+@pytest.mark.slow  # kill and rerun
 def test_a_killed_build_leaves_nothing_the_next_run_does_not_clean(tmp_path, raw):
     """SIGKILL while DEST.partial-* is being built: the next run removes it (and a live run's is
     left alone); a kill between the two renames of --force leaves DEST in DEST.old-*: put back."""
