@@ -2,15 +2,23 @@
 the hub, the converter, and data-bins of other layouts. Each case is one exact ``error:`` line naming
 the file or option, a non-zero exit, no traceback, and every file of the data-bin, the checkpoints
 and the save dir byte for byte as before (SHA-256). ``preprocess/`` has its own matrix
-(test_preprocess.py: parallel files of different lengths, invalid UTF-8, empty files, ...)."""
+(test_preprocess.py: parallel files of different lengths, invalid UTF-8, empty files, ...).
+
+Every case fails before training, so each runs in this process: the command's own entry point
+(fairseq's ``cli_main`` with its argv, the hub, the converter's ``main``) must raise a user error
+whose one line (what the plugin's excepthook prints) is the expected one. One case per fairseq
+command (``END_TO_END``) runs as its own process, for the printed line and the exit status."""
 
 import hashlib
+import importlib
 import json
 import shutil
 import sys
 
 import pytest
 from conftest import BIN, PRETRAIN_ARGS, ROOT, SAMPLE, UNMT_ARGS, head, run
+
+from xlm_fairseq.patches.user_errors import user_error_line
 
 GENERATE = ["--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm", "--gen-subset", "test", "--cpu"]
 TRAIN_MT = [*UNMT_ARGS, "--langs", "en,de,ro", "--max-update", "2"]
@@ -27,6 +35,11 @@ INVALID_UTF8 = b"Hallo Welt\nEin Ged\xffcht\nmehr\n"  # what every case gets on 
 
 
 def _hub(code):
+    """A hub call: in this process, or (for the long-input test) ``python -c``."""
+    return ["hub", code]
+
+
+def _hub_process(code):
     return [sys.executable, "-c", f"import xlm_fairseq\nfrom xlm_fairseq import XLMModel\n{code}"]
 
 
@@ -76,6 +89,46 @@ CASES = {
         lambda c: ["train", c.data, *TRAIN_MT, "--ae-steps", "en", "--valid-lang-pairs", "de-ro", "--save-dir", c.save],
         "no valid parallel data for any of de-ro (validation needs {{split}}.{{src}}-{{tgt}}.*; "
         "use --disable-validation to train without)",
+    ),
+    "an explicit incompatible --criterion": (
+        None,
+        lambda c: [
+            "train",
+            c.data,
+            *TRAIN_LM,
+            "--mlm-steps",
+            "en",
+            "--criterion",
+            "label_smoothed_cross_entropy",
+            "--save-dir",
+            c.tmp / "new",
+        ],  # fmt: skip
+        "--criterion label_smoothed_cross_entropy cannot train --task cross_lingual_lm; leave --criterion out (the "
+        "task uses xlm_cross_entropy)",
+    ),
+    "--mlm-steps of a pair without parallel data": (
+        None,
+        lambda c: ["train", c.data, *TRAIN_LM, "--mlm-steps", "de-ro", "--save-dir", c.tmp / "new"],
+        "missing training data: {data}/train.de-ro.de.bin",
+    ),
+    "--pretrained-xlm-checkpoint of another vocabulary": (
+        lambda c: (c.data / "dict.txt").write_text(
+            "".join((c.data / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)[:-5]), encoding="utf-8"
+        ),
+        lambda c: [
+            "train",
+            c.data,
+            *TRAIN_MT,
+            "--ae-steps",
+            "en",
+            "--pretrained-xlm-checkpoint",
+            c.lm,
+            "--disable-validation",
+            "--save-dir",
+            c.tmp / "new",
+        ],  # fmt: skip
+        "{lm}: vocabulary of 2011 entries, but the data's dict.txt gives 2006; binarise the data with the pretrained "
+        "model's dict.txt/spm.model (preprocess --spm-model/--dict)",
     ),
     "resume from a truncated checkpoint_last.pt": (
         lambda c: _truncate(c.save / "checkpoint_last.pt"),
@@ -218,7 +271,7 @@ CASES = {
     ),
     "convert a truncated checkpoint": (
         lambda c: _truncate(c.lm),
-        lambda c: [sys.executable, "-m", "xlm_fairseq.convert", c.lm, c.tmp / "converted"],
+        lambda c: ["convert", c.lm, c.tmp / "converted"],
         "{lm}: not an XLM .pth nor an xlm_fairseq checkpoint (not a file torch.save writes)",
     ),
 }
@@ -245,25 +298,74 @@ def _checksums(*dirs):
     return sums
 
 
+# run as processes: one case per fairseq command
+END_TO_END = {
+    "language missing from --langs",
+    "generate with an LM checkpoint",
+    "interactive with invalid UTF-8 on standard input",
+}
+assert END_TO_END <= set(CASES)
+
+
+def _error_in_process(argv, monkeypatch, capsys):
+    """The error line the command prints, run in this process (it must fail with a user error, or
+    the converter's exit status 2)."""
+    kind, args = argv[0], [str(a) for a in argv[1:]]
+    if kind == "convert":
+        from xlm_fairseq.convert.cli import main
+
+        monkeypatch.setattr(sys, "argv", ["convert"])
+        assert main(args) == 2
+        lines = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+        assert len(lines) == 1, lines
+        return lines[0]
+    if kind == "hub":
+
+        def command():
+            from xlm_fairseq import XLMModel
+
+            exec(args[0], {"XLMModel": XLMModel})
+    else:
+        cli_main = importlib.import_module(f"fairseq_cli.{kind}").cli_main
+        from xlm_fairseq import patches
+
+        patches.install()  # as in the command, where the plugin is imported after fairseq_cli's module
+        monkeypatch.setattr(sys, "argv", [f"fairseq-{kind}", *args])
+        command = cli_main
+    with pytest.raises(Exception) as failure:
+        command()
+    line = user_error_line(failure.value)
+    assert line is not None, f"not a user error: {failure.value!r}"
+    return f"error: {line}"
+
+
+def _error_of_process(argv):
+    argv = [BIN / f"fairseq-{argv[0]}", *argv[1:]]
+    proc = run(argv, ok=False, input=INVALID_UTF8.decode("utf-8", "surrogateescape"), errors="surrogateescape")
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return errors[0]
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_one_line_and_loses_nothing(case, data_bin, unmt, pretrained, tmp_path):
+def test_bad_input_is_one_line_and_loses_nothing(case, data_bin, unmt, pretrained, tmp_path, monkeypatch, capsys):
     setup, command, expected = CASES[case]
     c = Paths(tmp_path, data_bin, unmt[0], pretrained)
     if setup is not None:
         setup(c)
     before = _checksums(c.data, c.save, c.lm.parent)
     argv = command(c)
-    if argv[0] in ("train", "generate", "interactive"):
-        argv = [BIN / f"fairseq-{argv[0]}", *argv[1:]]
-    proc = run(argv, ok=False, input=INVALID_UTF8.decode("utf-8", "surrogateescape"), errors="surrogateescape")
-    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
-    assert proc.returncode != 0, proc.stderr[-3000:]
-    assert len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    if case in END_TO_END:
+        error = _error_of_process(argv)
+    else:
+        error = _error_in_process(argv, monkeypatch, capsys)
     line = expected.format(data=c.data, save=c.save, lm=c.lm, lm_dir=c.lm.parent, tmp=c.tmp)
-    assert errors[0] in (f"error: {line}", f"convert: error: {line}"), errors[0]
+    assert error in (f"error: {line}", f"convert: error: {line}"), error
     assert _checksums(c.data, c.save, c.lm.parent) == before
 
 
+@pytest.mark.slow
 def test_long_inputs_are_cut_or_skipped_and_counted(unmt, data_bin, tmp_path):
     """A training line longer than the model's positions is skipped and counted (never a crash
     mid-epoch); an input to translate that long is cut to the positions, with a warning, and
@@ -293,6 +395,6 @@ def test_long_inputs_are_cut_or_skipped_and_counted(unmt, data_bin, tmp_path):
         f"data_name_or_path='{data_bin}')\n"
         f"print(len(hub.translate(['{text}', 'Hallo'], 'de', 'en', beam=1)))"
     )
-    proc = run(_hub(code))
+    proc = run(_hub_process(code))
     assert proc.stdout.strip() == "2"
     assert "1 of 2 inputs over the model's 512 positions: translated from their first 510 subwords" in proc.stderr
