@@ -1,16 +1,14 @@
 """Read an xlm_fairseq LM checkpoint (``cross_lingual_lm`` / ``xlm_transformer``) as an
-:class:`~xlm_fairseq.convert.lm.LM`: its dictionary from ``dict.txt`` beside it (or in its
-``task.data``), its text pipeline from ``text_pipeline.json`` and the subword model found there."""
+:class:`~xlm_fairseq.convert.lm.LM`: its dictionary, text pipeline and subword model as
+``xlm_fairseq.assets`` finds them (what it carries, then beside it, then its data-bin)."""
 
 import os
-from typing import Optional
 
 from preprocess.langs import parse_langs
-from preprocess.layout import BPE_CODES_FILE, FAIRSEQ_SYMBOLS, SPM_MODEL_FILE
-from preprocess.pipeline import read_settings
+from preprocess.layout import FAIRSEQ_SYMBOLS
 from preprocess.subwords import parse_bpe_codes
+from xlm_fairseq.assets import ModelAssets
 from xlm_fairseq.convert.lm import LM
-from xlm_fairseq.data.dictionary import checkpoint_dictionary
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LM_PREFIX
 
@@ -29,7 +27,9 @@ def read_ours(src: str, ckpt: dict) -> LM:
             f"{src}: no LM output layer (a translation model?); only cross_lingual_lm checkpoints export"
         )
     state.pop(LM_PREFIX + "pred_layer.proj.weight", None)  # tied to the embeddings
-    dictionary, dict_dir = checkpoint_dictionary(src, ckpt)
+    data_bin = str(task_cfg.get("data") or "").split(os.pathsep)[0]
+    assets = ModelAssets(ckpt.get("task_state"), [os.path.dirname(os.path.abspath(src)), data_bin], src)
+    dictionary, _ = assets.dictionary()
     if dictionary is None:
         raise XLMUserError(f"{src}: no dict.txt beside it or in its task.data")
     emb = state[LM_PREFIX + "embeddings.weight"]
@@ -41,7 +41,7 @@ def read_ours(src: str, ckpt: dict) -> LM:
     lang_emb = state.get(LM_PREFIX + "lang_embeddings.weight")
     if lang_emb is not None and lang_emb.shape[0] != max(len(langs), 1):
         raise XLMUserError(f"{src}: {lang_emb.shape[0]} language embeddings for langs {langs}")
-    pipeline = _pipeline(os.path.dirname(os.path.abspath(src)), dict_dir)
+    pipeline = _pipeline(assets)
     return LM(
         origin="xlm_fairseq checkpoint",
         path=src,
@@ -61,28 +61,14 @@ def read_ours(src: str, ckpt: dict) -> LM:
     )
 
 
-def _pipeline(ckpt_dir: str, dict_dir: Optional[str]) -> dict:
-    """The text pipeline's fields of :class:`LM`: the first ``text_pipeline.json``, ``bpe.codes`` and
-    ``spm.model`` in the checkpoint's directory, then its dictionary's. XLM's BPE where the settings
-    say so (or codes and no sentencepiece model are found), else sentencepiece if its model is found."""
-    settings, codes_path, spm_path = None, None, None
-    for d in dict.fromkeys([ckpt_dir, dict_dir]):
-        if settings is None:
-            settings = read_settings(d)
-        if codes_path is None and os.path.isfile(os.path.join(d, BPE_CODES_FILE)):
-            codes_path = os.path.join(d, BPE_CODES_FILE)
-        if spm_path is None and os.path.isfile(os.path.join(d, SPM_MODEL_FILE)):
-            spm_path = os.path.join(d, SPM_MODEL_FILE)
-    found = {
-        "lowercase": settings.lowercase_and_remove_accent if settings is not None else True,
-        "ro_remove_diacritics": settings.ro_remove_diacritics if settings is not None else False,
-    }
-    if (settings is not None and settings.subwords == "xlm_bpe") or (codes_path and not spm_path):
-        codes = None
-        if codes_path:
-            with open(codes_path, encoding="utf-8") as f:
-                codes = parse_bpe_codes(f, codes_path)
-        return dict(found, subwords="xlm_bpe", codes=codes)
-    if spm_path:
-        return dict(found, subwords="sentencepiece", spm_model=spm_path)
-    return dict(found, subwords=None)
+def _pipeline(assets: ModelAssets) -> dict:
+    """The text pipeline's fields of :class:`LM` (no subwords when nothing describes a pipeline)."""
+    settings = assets.pipeline_settings()
+    if settings is None:
+        return dict(lowercase=True, ro_remove_diacritics=False, subwords=None)
+    found = {"lowercase": settings.lowercase_and_remove_accent, "ro_remove_diacritics": settings.ro_remove_diacritics}
+    path = assets.pipeline().model_path
+    if settings.subwords == "xlm_bpe":
+        with open(path, encoding="utf-8") as f:
+            return dict(found, subwords="xlm_bpe", codes=parse_bpe_codes(f, path))
+    return dict(found, subwords="sentencepiece", spm_model=path)

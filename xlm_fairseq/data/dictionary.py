@@ -4,7 +4,7 @@ import hashlib
 import io
 import json
 import os
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 from fairseq.data import Dictionary
 
@@ -27,20 +27,6 @@ def load_dictionary(path: str) -> Dictionary:
 def dictionary_digest(dictionary: Dictionary) -> str:
     """SHA-256 of the symbols in index order: what a model's embedding rows mean (counts do not matter)."""
     return hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()
-
-
-def checkpoint_dictionary(ckpt_path: str, state) -> Tuple[Optional[Dictionary], Optional[str]]:
-    """(dictionary, its directory) of a checkpoint: the ``dict.txt`` beside it, else the one in its
-    ``task.data``; (None, None) when neither exists."""
-    candidates = [os.path.dirname(os.path.abspath(ckpt_path))]
-    task_cfg = (state.get("cfg") or {}).get("task") or {}
-    data = task_cfg.get("data") if hasattr(task_cfg, "get") else None
-    if data:
-        candidates.append(str(data).split(os.pathsep)[0])
-    for directory in candidates:
-        if os.path.isfile(os.path.join(directory, DICT_FILE)):
-            return load_dictionary(directory), directory
-    return None, None
 
 
 def dictionary_to_state(dictionary: Dictionary) -> List[str]:
