@@ -27,7 +27,6 @@ Results: WORK/results.{md,json}; finished runs are skipped on a re-run (``--fres
 
 import json
 import os
-import re
 import shutil
 import sys
 import time
@@ -36,6 +35,7 @@ from pathlib import Path
 from preprocess.errors import ArgumentParser
 from recipes.lib import xcls_corpus
 from recipes.lib.driver import Driver
+from recipes.lib.experiments import checkpoint_updates
 from recipes.lib.optim import optim_flags
 from recipes.lib.stages import copy_file, write_json
 
@@ -129,15 +129,6 @@ class Recipe(Driver):
             copy_file(f, out / f.name)  # every time: a copy cut short by a kill is never kept
         return out
 
-    @staticmethod
-    def updates_in(log):
-        updates = 0
-        for line in log.read_text(errors="replace").splitlines():
-            m = re.search(r'"num_updates": "(\d+)"', line)
-            if m:
-                updates = max(updates, int(m.group(1)))
-        return updates
-
     def pretrain(self, init):
         save = self.work / "checkpoints" / f"pretrain_{init}"
         info = self.finished(save)
@@ -153,7 +144,7 @@ class Recipe(Driver):
                   "--stop-time-hours", f"{p['pretrain_minutes'] / 60:.6f}", "--validate-interval-updates", 1000,
                   "--save-interval-updates", 10**7],
                  save / "stdout.log")
-        info = {"updates": self.updates_in(log), "wall_s": round(time.time() - start, 1)}
+        info = {"updates": checkpoint_updates(save / "checkpoint_last.pt"), "wall_s": round(time.time() - start, 1)}
         valid = [json.loads(line) for line in log.read_text(errors="replace").splitlines()
                  if line.startswith("{") and '"valid_mlm_en_fullmask_ppl"' in line]
         if valid:  # XLM's validation perplexity (every predicted position masked), at the last validation
@@ -179,7 +170,7 @@ class Recipe(Driver):
                   "--max-sentence-len", p["max_sentence_len"], "--batch-size", p["batch"],
                   "--max-epoch", p["finetune_epochs"], "--best-checkpoint-metric", "acc_en",
                   "--maximize-best-checkpoint-metric"], save / "stdout.log")
-        info = {"updates": self.updates_in(log), "wall_s": round(time.time() - start, 1)}
+        info = {"updates": checkpoint_updates(save / "checkpoint_last.pt"), "wall_s": round(time.time() - start, 1)}
         write_json(save / "done.json", info)
         return info
 
