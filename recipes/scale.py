@@ -178,7 +178,9 @@ class Sweep(Driver):
             save = self.work / "calibrate" / name
             shutil.rmtree(save, ignore_errors=True)
             save.mkdir(parents=True)
-            cmd = self.pretrain_command(name, save, seconds / 60) + ["--log-interval", "20", "--no-save"]
+            # --quick's few seconds: windows of 5 updates, so that a busy machine still logs several
+            interval = "5" if self.quick else "20"
+            cmd = self.pretrain_command(name, save, seconds / 60) + ["--log-interval", interval, "--no-save"]
             self.run(cmd, save / "stdout.log")
             ups = [float(json.loads(line[line.index("{") :])["ups"])
                    for line in (save / "train.log").read_text().splitlines() if '"ups"' in line]  # fmt: skip
@@ -226,8 +228,9 @@ class Sweep(Driver):
     def params(checkpoint) -> dict:
         from xlm_fairseq.assets import read_checkpoint
 
-        state = read_checkpoint(str(checkpoint))["model"]
-        state = {k: v for k, v in state.items() if not k.endswith(TIED)}  # the same tensor as the embeddings
+        # parameters only: not the tied projection (the embeddings' tensor) nor the model's _extra_state (its languages)
+        state = {k: v for k, v in read_checkpoint(str(checkpoint))["model"].items() if hasattr(v, "numel")}
+        state = {k: v for k, v in state.items() if not k.endswith(TIED)}
         total = sum(v.numel() for v in state.values())
         embedding = sum(v.numel() for k, v in state.items() if k.endswith(EMBEDDING_TENSORS))
         return {"total": total, "non_embedding": total - embedding}
