@@ -192,12 +192,14 @@ def test_no_source_file_over_400_lines():
     assert not long, long
 
 
-SCRIPTS = sorted(f"recipes/{p.name}" for p in (REPO / "recipes").glob("*.py") if p.name != "__init__.py") + ["bench/run.py"]
+# the Python recipes run as modules (python -m recipes.NAME, as their .sh wrappers run them); the bench as a script
+COMMANDS = [["-m", f"recipes.{p.stem}"] for p in sorted((REPO / "recipes").glob("*.py")) if p.name != "__init__.py"]
+COMMANDS.append([str(REPO / "bench" / "run.py")])
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
-def test_every_python_recipe_prints_its_help(script):
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_python_recipe_prints_its_help(command):
     """argparse formats help strings with %: a literal percentage in one crashed --help."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, REPO / script, "--help"], capture_output=True, text=True, cwd=REPO, env=env)
+    proc = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True, cwd=REPO, env=env)
     assert proc.returncode == 0 and "usage:" in proc.stdout, proc.stderr[-2000:]

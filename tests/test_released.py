@@ -60,8 +60,7 @@ def test_convert_and_from_pretrained_take_hub_ids(hf_dir, tmp_path):
         safe_load.load(by_id / "model.pt")["model"],
         safe_load.load(os.path.join(by_dir, "model.pt"))["model"],
     )
-    same = lambda a, b: torch.equal(a, b) if torch.is_tensor(a) else a == b  # noqa: E731  (_extra_state: a dict)
-    assert ours.keys() == theirs.keys() and all(same(ours[k], theirs[k]) for k in ours)
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
 
     # from_pretrained: converted once into XLM_FAIRSEQ_CACHE, then reused
     code = (

@@ -2,6 +2,7 @@
 
 from typing import Dict, List
 
+import torch
 import torch.nn as nn
 from torch import Tensor
 
@@ -13,7 +14,7 @@ LM_PREFIX = "encoder.transformer."  # where the pretrained LM's parameters sit i
 class XLMModelBase:
     """What the LM, classifier and translation model share: loading, and the language list the
     model was built for, which its checkpoints carry (torch's ``get_extra_state``: the key
-    ``_extra_state`` of the state dict)."""
+    ``_extra_state`` of the state dict, the list's characters as a tensor)."""
 
     langs: List[str] = []  # set by build_model: language ids are positions in this list
 
@@ -35,12 +36,18 @@ class XLMModelBase:
                 )
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
-    def get_extra_state(self):
-        return {"langs": list(self.langs)}
+    def get_extra_state(self) -> Tensor:
+        # the list's characters as a tensor, not a dict: fairseq's tools (scripts/average_checkpoints.py,
+        # --ema, fp16 conversion) treat every entry of a model's state dict as a tensor
+        return torch.tensor([ord(c) for c in ",".join(self.langs)], dtype=torch.long)
 
     def set_extra_state(self, state):
-        stored = (state or {}).get("langs")
-        if stored and self.langs and list(stored) != list(self.langs):
+        if state is None:  # checkpoints written before models carried their languages
+            return
+        stored = [
+            lang for lang in "".join(chr(int(c)) for c in torch.as_tensor(state).round().long()).split(",") if lang
+        ]
+        if stored and self.langs and stored != list(self.langs):
             # language ids are positions in the list: resuming in another order swaps the embeddings
             raise XLMUserError(
                 f"the checkpoint was trained with --langs {','.join(stored)}, not {','.join(self.langs)}: language "
