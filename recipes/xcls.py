@@ -49,12 +49,12 @@ PRETRAIN_STEPS = {"mlm": "en,de", "mlm_tlm": "en,de,de-en"}
 # inverse-sqrt decay, batches of 32 rows, validation after every epoch
 SAMPLE = dict(corpus="sample", vocab=4000, dim=128, layers=3, heads=4, pretrain_updates=2500, pretrain_minutes=10.0,
               pretrain_lr=1e-3, pretrain_warmup=200, tokens_per_sample=128, pretrain_max_tokens=2048,
-              finetune_epochs=8, finetune_lr=5e-4, batch=32, max_sentence_len=128, train_rows=0,
+              finetune_epochs=8, finetune_lr=5e-4, batch=32, truncate_len=128, train_rows=0,
               inits="random,mlm_tlm")
 EXPERIMENT = dict(SAMPLE, corpus="shared", vocab=8000, pretrain_updates=16000, pretrain_minutes=45.0,
                   pretrain_warmup=1000, finetune_epochs=6, inits="random,mlm,mlm_tlm")
 TINY = dict(SAMPLE, vocab=1000, dim=64, layers=2, pretrain_updates=60, pretrain_minutes=2.0, pretrain_warmup=10,
-            tokens_per_sample=64, pretrain_max_tokens=1024, finetune_epochs=1, max_sentence_len=64, train_rows=600,
+            tokens_per_sample=64, pretrain_max_tokens=1024, finetune_epochs=1, truncate_len=64, train_rows=600,
             corpus_lines=1500)
 
 
@@ -167,7 +167,7 @@ class Recipe(Driver):
         start = time.time()
         self.run([BIN / "fairseq-train", data, *self.common(save, log, p["finetune_lr"], 100), *self.model_args(),
                   *start_from, "--task", "xlm_classification", "--train-langs", "en", "--valid-langs", "en,de",
-                  "--max-sentence-len", p["max_sentence_len"], "--batch-size", p["batch"],
+                  "--truncate-len", p["truncate_len"], "--batch-size", p["batch"],
                   "--max-epoch", p["finetune_epochs"], "--best-checkpoint-metric", "acc_en",
                   "--maximize-best-checkpoint-metric"], save / "stdout.log")
         info = {"updates": checkpoint_updates(save / "checkpoint_last.pt"), "wall_s": round(time.time() - start, 1)}

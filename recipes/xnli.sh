@@ -176,7 +176,7 @@ stage_finetune() {
   optim_flags optim --adam-betas '(0.9,0.999)' --lr-scheduler fixed --clip-norm 0 --lr "$LR"
   run fairseq-train "$DATA" --user-dir "$REPO/xlm_fairseq" --task xlm_classification \
     --pretrained-xlm-checkpoint "$PRETRAINED" "${arch[@]}" --train-langs en --valid-langs "$LANGS" \
-    --max-sentence-len 256 --finetune-layers 0:_1 --dropout 0.1 --attention-dropout 0.1 --classifier-dropout 0 \
+    --truncate-len 256 --finetune-layers 0:_1 --dropout 0.1 --attention-dropout 0.1 --classifier-dropout 0 \
     --batch-size "$BATCH" "${optim[@]}" --max-update "$MAX_UPDATE" \
     --validate-interval-updates $((20000 / BATCH)) --save-interval-updates $((20000 / BATCH)) --keep-interval-updates 1 \
     --no-epoch-checkpoints --best-checkpoint-metric acc --maximize-best-checkpoint-metric \

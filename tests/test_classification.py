@@ -244,7 +244,7 @@ def test_xlm_fine_tuning_defaults(xcls, pretrained):
     """XLM's XNLI fine-tuning: the head's dropout is its own option, 0 by default (XLM's --dropout);
     training batches are random rows (grouped by length only with --group-by-length); sentences are
     truncated in training only."""
-    common = ["--pretrained-xlm-checkpoint", pretrained, "--max-sentence-len", "16", "--dropout", "0.1"]
+    common = ["--pretrained-xlm-checkpoint", pretrained, "--truncate-len", "16", "--dropout", "0.1"]
     task, cfg = setup_task(xcls, "xlm_classification", *common)
     model = task.build_model(cfg.model)
     assert model.classification_head.dropout == 0.0 and model.lm.dropout == 0.1

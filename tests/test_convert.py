@@ -474,10 +474,10 @@ def test_classifier_from_converted_model(hf_case, tmp_path):
         lines = (SAMPLE / "xcls" / name).read_text(encoding="utf-8").splitlines(keepends=True)
         (data / name).write_text("".join(lines[:1] + [x for x in lines[1:60] if x.split("\t")[1] in labels]))
     common = [*TRAIN_ARGS, "--task", "xlm_classification", "--pretrained-xlm-checkpoint", hf_case["out"],
-              "--max-sentence-len", "20", "--batch-size", "8", "--lr", "0.0001", "--max-update", "4"]  # fmt: skip
+              "--truncate-len", "20", "--batch-size", "8", "--lr", "0.0001", "--max-update", "4"]  # fmt: skip
     proc = fairseq("train", data, *common, *arch, "--save-dir", tmp_path / "save")
     log = proc.stdout + proc.stderr
-    assert "initialised from" in log and "truncated to --max-sentence-len 20" in log
+    assert "initialised from" in log and "truncated to --truncate-len 20" in log
     valid = [line for line in log.splitlines() if "| valid |" in line]
     assert valid and '"valid_acc_de"' in valid[-1]
     wrong = fairseq("train", data, *common, "--save-dir", tmp_path / "wrong", ok=False)  # xlm_tiny's own dims

@@ -148,7 +148,7 @@ def test_xnli_listing_is_xlms_fine_tuning(tmp_path):
     # XLM's glue-xnli.py: Adam (0.9, 0.999) lr 2.5e-5 without decay or clipping, batches of 8, max_len 256,
     # all layers, 20,000-pair epochs
     assert_options(train, task="xlm_classification", pretrained_xlm_checkpoint=f"{work}/model", arch="xlm_1024",
-                   encoder_layers="12", train_langs="en", valid_langs=XNLI_LANGS, max_sentence_len="256",
+                   encoder_layers="12", train_langs="en", valid_langs=XNLI_LANGS, truncate_len="256",
                    finetune_layers="0:_1", batch_size="8", lr="2.5e-5", validate_interval_updates="2500",
                    best_checkpoint_metric="acc", distributed_world_size="1")  # fmt: skip
     assert_shared_optimiser(train, adam_betas="(0.9,0.999)", lr_scheduler="fixed", clip_norm="0")

@@ -64,7 +64,7 @@ class XLMClassificationConfig(XLMDataConfig):
             "end; 0:_1 = all, 4:_1 = layer 4 to the last (the rest frozen); the head is always trained"
         },
     )
-    max_sentence_len: int = field(
+    truncate_len: int = field(
         default=256,
         metadata={
             "help": "training sentences are cut to this many tokens with their two </s> (XLM --max_len: 254 "
@@ -258,11 +258,11 @@ class XLMClassificationTask(XLMDataTask):
         self, texts: Sequence[str], texts_b: Optional[Sequence[str]], lang: str, training: bool = False
     ) -> Tuple[list, int]:
         """Raw text (pairs when ``texts_b``) in ``lang`` -> (token rows, how many were truncated).
-        Training rows are cut to --max-sentence-len (XLM truncates in training only); every row to
+        Training rows are cut to --truncate-len (XLM truncates in training only); every row to
         the model's positions."""
         pipeline, d = self.require_pipeline(), self.dictionary
         max_positions = self.model_positions
-        max_len = self.cfg.max_sentence_len if training else None
+        max_len = self.cfg.truncate_len if training else None
         rows, truncated = [], 0
         for i, text in enumerate(texts):
             ids_a = [d.index(p) for p in pipeline.pieces(text, lang)]
@@ -299,7 +299,7 @@ class XLMClassificationTask(XLMDataTask):
             rows += encoded
             row_langs += [self.lang2id[lang]] * len(encoded)
             labels += self.label_ids(data.labels, path)
-            limit = f"--max-sentence-len {self.cfg.max_sentence_len}" if split == "train" else "the model's positions"
+            limit = f"--truncate-len {self.cfg.truncate_len}" if split == "train" else "the model's positions"
             note = f", {truncated} truncated to {limit}" if truncated else ""
             logger.info(f"{split} {lang}: {len(encoded)} rows{note} from {path}")
         self.datasets[split] = SentenceClassificationDataset(
