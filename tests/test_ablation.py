@@ -31,6 +31,7 @@ def _ablation(*args):
     return run_recipe("ablation.sh", *args)
 
 
+@pytest.mark.slow  # a whole recipe run, minutes
 def test_ablation_quick_runs_every_kind_of_run(tmp_path):
     assert (SHARED / "en-de" / "docs.natural.en").exists(), f"the experiment needs the shared corpora at {SHARED}"
     runs = "unmt_mlm_tlm,sup_random_summed,fairseq_transformer_de-en"

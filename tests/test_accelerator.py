@@ -112,11 +112,21 @@ def test_amp_autocasts_every_objective(data_bin):
 
 
 def test_tf32_unless_asked_not_to(data_bin):
+    """fairseq's commands (through call_main) run the XLM tasks with TF32 unless --no-tf32; setting up
+    a task alone (a hub, a test) leaves torch's setting as it is."""
+    from fairseq.distributed import utils as distributed_utils
+
+    def tf32():
+        return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+    seen = []
     try:
-        setup_task(data_bin, "cross_lingual_lm", "--langs", "en,de")
-        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
-        setup_task(data_bin, "cross_lingual_lm", "--langs", "en,de", "--no-tf32")
-        assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        for extra in ((), ("--no-tf32",)):
+            _, cfg = setup_task(data_bin, "cross_lingual_lm", "--langs", "en,de", *extra)
+            seen.append(tf32())
+            distributed_utils.call_main(cfg, lambda cfg: seen.append(tf32()))
+        assert seen == [(False, False), (True, True), (True, True), (False, False)]
     finally:
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
 

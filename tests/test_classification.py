@@ -344,6 +344,7 @@ def test_sentence_pairs_from_xnli_layout(pretrained, tmp_path):
     assert clf.classify("Ein Satz.", "de", texts_b="Noch ein Satz.") in labels
 
 
+@pytest.mark.slow  # the command line end to end; test_lexicon reads the same hub in the fast tier
 def test_retrieval_command(pretrained, data_bin, tmp_path):
     en, de = tmp_path / "t.en", tmp_path / "t.de"
     for lang, path in (("en", en), ("de", de)):

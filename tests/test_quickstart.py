@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 
@@ -48,6 +49,7 @@ def _checksums(directory):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
+@pytest.mark.slow  # a whole recipe run, minutes
 def test_quickstart_tiny_end_to_end(tmp_path):
     """Killed in stage 2, then run again with --test: stage 1 is kept (its data-bin byte for byte),
     stage 2 runs again and the rest follows; BLEU beside the copy baseline for both test sets; the
@@ -96,6 +98,7 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     assert not any(r.startswith("yours ") for r in again.stdout.splitlines())
 
 
+@pytest.mark.slow  # a whole recipe run, minutes
 def test_quickstart_unsupervised_is_its_own_run(tmp_path):
     """--unsupervised trains no MT step and says so; a work dir of the other kind is refused at stage 3."""
     work = tmp_path / "qs"

@@ -47,6 +47,7 @@ def hf_dir(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow  # Hub ids end to end (a subprocess per route); test_hub converts HF dirs in the fast tier
 def test_convert_and_from_pretrained_take_hub_ids(hf_dir, tmp_path):
     _hf_cache(tmp_path / "hub", hf_dir)
     env = _env(tmp_path)

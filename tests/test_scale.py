@@ -4,6 +4,7 @@ model, the probe beside random init), translation from a chosen LM, the report."
 
 import json
 
+import pytest
 import sacrebleu
 from conftest import SHARED, run_recipe
 
@@ -12,6 +13,7 @@ def _scale(*args):
     return run_recipe("scale.sh", *args)
 
 
+@pytest.mark.slow  # a whole recipe run, minutes
 def test_scale_quick_pretrains_scores_and_translates(tmp_path):
     assert (SHARED / "en-de" / "docs.natural.en").exists(), f"the sweep needs the shared corpora at {SHARED}"
     work = tmp_path / "w"
