@@ -152,12 +152,12 @@ class PretrainedCheckpoint:
         return lm
 
 
-def init_from_lm(model, path: str, dictionary: Dictionary, langs: List[str]) -> None:
+def init_from_lm(model, path, dictionary: Dictionary, langs: List[str]) -> None:
     """Start ``model`` (an LM, a classifier or a translation model) from the pretrained LM at ``path``
     (XLM's ``--reload_model``): every stack of the model takes the LM's parameters; only what an LM
     does not have (a decoder's encoder-decoder attention and its LayerNorm, a classifier's head) stays
     as initialised, and the LM's output layer is left out where the model has none."""
-    pretrained = PretrainedCheckpoint(path)
+    pretrained = path if isinstance(path, PretrainedCheckpoint) else PretrainedCheckpoint(path)  # read once
     fresh = model.init_from_lm(pretrained.lm_state(dictionary, langs), pretrained)
     note = (
         f"; as initialised: {len(fresh)} tensors ({', '.join(sorted({f.split('.')[1] for f in fresh}))})"

@@ -127,7 +127,9 @@ class XLMDataTask(FairseqTask):
         model = super().build_model(cfg, from_checkpoint)
         self.state.langs  # computed once the model has settled them (fairseq-generate takes the model's)
         if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:
-            init_from_lm(model, self.cfg.pretrained_xlm_checkpoint, self.dictionary, self.langs)
+            # a task that already read the checkpoint (classification: its dictionary and pipeline) passes it
+            pretrained = getattr(self, "pretrained", None) or self.cfg.pretrained_xlm_checkpoint
+            init_from_lm(model, pretrained, self.dictionary, self.langs)
         # fairseq-train casts the model for --bf16, fairseq-generate/-interactive only for --fp16
         return model.to(torch.bfloat16) if getattr(self.cfg, "bf16", False) else model
 
