@@ -50,41 +50,29 @@ def gpu_facts():
     }
 
 
-def table(r):
+def table(r, matmul_gflops):
+    """The markdown table of one size's figures (``r``: what ``measure_size`` returned, with ``mfu``)."""
     f = r["figures"]
     rows = [
         ("pretraining MLM, tokens/s", "ours_mlm", "peer_masked_lm", "tokens_per_s", "masked_lm (roberta)"),
         ("pretraining MLM+TLM, tokens/s", "ours_mlm_tlm", "peer_masked_lm", "tokens_per_s", "masked_lm (roberta)"),
-        (
-            "UNMT AE+BT, sentences/s",
-            "ours_unmt",
-            "peer_online_backtranslation",
-            "sentences_per_s",
-            "online_backtranslation",
-        ),
-        (
-            "generate beam 5, sentences/s",
-            "ours_generate_beam5",
-            "peer_generate_beam5",
-            "sentences_per_s",
-            "transformer",
-        ),
-        (
-            "generate beam 1, sentences/s",
-            "ours_generate_beam1",
-            "peer_generate_beam1",
-            "sentences_per_s",
-            "transformer",
-        ),
+        ("UNMT AE+BT, sentences/s", "ours_unmt", "peer_online_backtranslation", "sentences_per_s",
+         "online_backtranslation"),
+        ("generate beam 5, sentences/s", "ours_generate_beam5", "peer_generate_beam5", "sentences_per_s",
+         "transformer"),
+        ("generate beam 1, sentences/s", "ours_generate_beam1", "peer_generate_beam1", "sentences_per_s",
+         "transformer"),
         ("peak RSS pretraining MLM, MiB", "ours_mlm", "peer_masked_lm", "peak_rss_mib", "masked_lm (roberta)"),
         ("peak RSS UNMT, MiB", "ours_unmt", "peer_online_backtranslation", "peak_rss_mib", "online_backtranslation"),
-    ]
+    ]  # fmt: skip
     out = ["| measure | ours | peer | ours/peer | peer system |", "|---|---:|---:|---:|---|"]
     for label, ours, peer, key, who in rows:
         a, b = f[ours][key], f[peer][key]
         out.append(f"| {label} | {a:.1f} | {b:.1f} | {a / b:.2f} | {who} |")
-    out.append(
-        f"| MFU (MLM training FLOP/s / matmul {r['matmul_gflops']:.0f} GFLOP/s) | {r['mfu']:.2f} | "
-        f"{r['mfu_peer']:.2f} | {r['mfu'] / r['mfu_peer']:.2f} | masked_lm (roberta) |"
-    )
+    mfu = r["mfu"]
+    for label, key, who in (("MLM", "lm", "masked_lm (roberta)"), ("UNMT", "translation", "online_backtranslation")):
+        out.append(
+            f"| MFU, {label} steps (training FLOP/s / matmul {matmul_gflops:.0f} GFLOP/s) | {mfu[key]:.2f} | "
+            f"{mfu[key + '_peer']:.2f} | {mfu[key] / mfu[key + '_peer']:.2f} | {who} |"
+        )
     return "\n".join(out)

@@ -1,13 +1,15 @@
 """Speed benchmark: xlm-fairseq against fairseq's own implementations, side by side in one run.
 
-    python bench/run.py [--quick] [--work-dir DIR] [--out bench/results/latest.json]
+    python bench/run.py [--quick] [--sizes recipes,256] [--work-dir DIR] [--out bench/results/latest.json]
     python bench/run.py --device cuda --precision {fp32,fp16,bf16} [--quick]   # on one GPU
 
-On the same real data (the shipped en-de Debian sample, one joint 6k sentencepiece vocabulary) and
-matched model sizes (256 dims, 4 layers, 4 heads, FFN 1024), it measures:
+On the same real data (the shipped en-de Debian sample, one joint sentencepiece vocabulary per size)
+and matched model sizes -- ``recipes``: the quickstart's 128 dims x 3 layers, FFN 512, 4,000 words,
+pretraining on 16 blocks of 64 tokens without dropout; ``256``: 256 dims x 4 layers, FFN 1024, 6,000
+words, 16 blocks of 256 tokens, dropout 0.1 -- it measures, per size:
 
 * pretraining, input tokens/s: ``cross_lingual_lm`` MLM (en, de) and MLM+TLM (en, de, de-en) against
-  ``--task masked_lm --arch roberta_base`` shrunk to the same dims, both on 16 blocks of 256 tokens;
+  ``--task masked_lm --arch roberta_base`` shrunk to the same dims, on the same blocks;
 * UNMT, source sentences/s of AE+BT updates: ``translation_lm`` (--ae-steps en,de
   --bt-steps en-de-en,de-en-de) against ``--task online_backtranslation`` with a ``transformer`` of
   the same size, same --max-tokens, same noise;
@@ -15,8 +17,9 @@ matched model sizes (256 dims, 4 layers, 4 heads, FFN 1024), it measures:
   by ``--task translation``; every hypothesis is forced to the same length (--min-len = max length),
   so the ratio measures decoding cost, not what an untrained model chooses to say;
 * peak resident memory of every training process (the child's ``ru_maxrss``);
-* model FLOP utilisation: training FLOP/s counted from the matmuls of each model, divided by the
-  fp32 matmul FLOP/s torch reaches here (4096x256 @ 256x1024), measured in the same run.
+* model FLOP utilisation of LM steps and of translation steps: training FLOP/s counted from the
+  matmuls of each model (output layer included), divided by the fp32 matmul FLOP/s torch reaches
+  here (4096x256 @ 256x1024), measured in the same run.
 
 Training throughput is read from fairseq's own ``train_inner`` logs (``wps``, ``bsz``/``wpb``),
 one window per ``--log-interval``; the first window (warm-up) is dropped. A figure is the median of
@@ -31,6 +34,7 @@ too (it changes nothing else for their tasks).
 """
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -52,30 +56,53 @@ optim_flags = runpy.run_path(str(ROOT / "recipes" / "lib" / "optim.py"))["optim_
 SAMPLE = ROOT / "recipes" / "data" / "en-de"
 BIN = Path(sys.executable).parent  # fairseq-train etc. of the interpreter that runs the benchmark
 
-DIM, LAYERS, HEADS, FFN, VOCAB = 256, 4, 4, 1024, 6000
-BLOCK, BLOCKS = 256, 16  # pretraining: 16 blocks of 256 tokens per objective batch
-UNMT_MAX_TOKENS = 1500
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """One model size, and the batch shapes it is measured on (ours and the peers alike)."""
+
+    dim: int
+    layers: int
+    heads: int
+    ffn: int
+    vocab: int
+    block: int  # pretraining: tokens per block (--tokens-per-sample)
+    blocks: int  # pretraining: blocks per objective batch (--batch-size)
+    unmt_max_tokens: int
+    lm_dropout: float  # dropout and attention dropout of pretraining
+    mt_dropout: float  # ... of translation
+
+    def ours(self):
+        return ["--arch", "xlm_tiny", *self.stack("encoder"), *self.stack("decoder")]
+
+    def stack(self, side):
+        return [f"--{side}-embed-dim", str(self.dim), f"--{side}-layers", str(self.layers),
+                f"--{side}-attention-heads", str(self.heads), f"--{side}-ffn-embed-dim", str(self.ffn)]
+
+    def peer_seq2seq(self):
+        return ["--arch", "transformer", *self.stack("encoder"), *self.stack("decoder"),
+                "--share-decoder-input-output-embed"]  # XLM ties the decoder's output to its input embedding
+
+    def dropout(self, p):
+        return ["--dropout", str(p), "--attention-dropout", str(p)]
+
+
+SIZES = {
+    # the recipes' size (recipes/quickstart.sh): 128 dims x 3 layers, 4,000 words; pretraining on 64-token
+    # streams without dropout, 1,024-token objective batches; translation with dropout 0.1
+    "recipes": Size(dim=128, layers=3, heads=4, ffn=512, vocab=4000, block=64, blocks=16, unmt_max_tokens=1200,
+                    lm_dropout=0.0, mt_dropout=0.1),
+    # the benchmark's first size: 256 dims x 4 layers, 6,000 words, 16 blocks of 256 tokens, dropout 0.1
+    "256": Size(dim=256, layers=4, heads=4, ffn=1024, vocab=6000, block=256, blocks=16, unmt_max_tokens=1500,
+                lm_dropout=0.1, mt_dropout=0.1),
+}
 GEN_LEN = 40  # every generated hypothesis has exactly this many tokens
 GEN_BATCH = 64
 
 TRAIN_COMMON = [
     "--num-workers", "0", "--seed", "1", "--log-format", "json", "--disable-validation",
-    *optim_flags(lr=1e-4, warmup_updates=100), "--dropout", "0.1", "--attention-dropout", "0.1",
-]
-OURS_DIMS = [
-    "--arch", "xlm_tiny", "--encoder-embed-dim", str(DIM), "--encoder-layers", str(LAYERS),
-    "--encoder-attention-heads", str(HEADS), "--encoder-ffn-embed-dim", str(FFN),
-    "--decoder-embed-dim", str(DIM), "--decoder-layers", str(LAYERS),
-    "--decoder-attention-heads", str(HEADS), "--decoder-ffn-embed-dim", str(FFN),
-]
-PEER_ENC_DIMS = [
-    "--encoder-embed-dim", str(DIM), "--encoder-layers", str(LAYERS),
-    "--encoder-attention-heads", str(HEADS), "--encoder-ffn-embed-dim", str(FFN),
-]
-PEER_SEQ2SEQ = [
-    "--arch", "transformer", *PEER_ENC_DIMS, "--decoder-embed-dim", str(DIM), "--decoder-layers", str(LAYERS),
-    "--decoder-attention-heads", str(HEADS), "--decoder-ffn-embed-dim", str(FFN),
-    "--share-decoder-input-output-embed",  # XLM ties the decoder's output to its input embedding
+    *optim_flags(lr=1e-4, warmup_updates=100),
 ]
 
 
@@ -113,7 +140,7 @@ def link(src: Path, dst: Path):
     dst.symlink_to(src.resolve())
 
 
-def prepare_data(work: Path) -> dict:
+def prepare_data(work: Path, vocab: int) -> dict:
     """Our data-bin (preprocess/) and the same binarised files laid out as each fairseq peer wants."""
     data = work / "data-bin"
     head = work / "raw" / "test128.en-de"  # the quick mode's generation set
@@ -123,7 +150,7 @@ def prepare_data(work: Path) -> dict:
         out = Path(f"{head}.{lang}")
         if not out.exists() or out.read_text(encoding="utf-8") != "".join(lines):  # preprocess checks mtimes
             out.write_text("".join(lines), encoding="utf-8")
-    cmd = [sys.executable, "-m", "preprocess.prepare", str(data), "--langs", "de,en", "--vocab-size", str(VOCAB),
+    cmd = [sys.executable, "-m", "preprocess.prepare", str(data), "--langs", "de,en", "--vocab-size", str(vocab),
            "--mono", f"train:en={SAMPLE / 'mono.en'}", "--mono", f"train:de={SAMPLE / 'mono.de'}",
            "--para", f"train:en-de={SAMPLE / 'train.en-de'}", "--para", f"test:en-de={SAMPLE / 'test.en-de'}",
            "--para", f"valid:en-de={head}", "--quiet"]
@@ -138,7 +165,7 @@ def prepare_data(work: Path) -> dict:
         from fairseq.data import indexed_dataset
 
         mlm.mkdir(parents=True, exist_ok=True)
-        builder = indexed_dataset.make_builder(str(mlm / "train.bin"), impl="mmap", vocab_size=VOCAB + 100)
+        builder = indexed_dataset.make_builder(str(mlm / "train.bin"), impl="mmap", vocab_size=vocab + 100)
         for lang in ("en", "de"):
             builder.merge_file_(str(data / f"train.{lang}"))
         builder.finalize(str(mlm / "train.idx"))
@@ -224,85 +251,76 @@ def device_flags(device: str, precision: str):
     return (["--cpu"] if device == "cpu" else []) + PRECISION_FLAGS[precision]
 
 
-def mlm_flops_per_token(extra_head_dim=0, mask_prob=0.15):
+def mlm_flops_per_token(size: Size, extra_head_dim=0, mask_prob=0.15):
     """Training FLOPs per input token of an MLM encoder, counting matmuls only (x3: forward + backward):
     per layer q/k/v/out (4 d^2) and FFN (2 d f) multiply-adds, attention scores and mixing (2 T d), and
     the output projection (V d, plus a d x d transform for RoBERTa's head) on the predicted 15 %."""
-    per_layer = 4 * DIM * DIM + 2 * DIM * FFN + 2 * BLOCK * DIM
-    head = mask_prob * (VOCAB * DIM + extra_head_dim * DIM)
-    return 3 * 2 * (LAYERS * per_layer + head)
+    d = size.dim
+    per_layer = 4 * d * d + 2 * d * size.ffn + 2 * size.block * d
+    head = mask_prob * (size.vocab * d + extra_head_dim * d)
+    return 3 * 2 * (size.layers * per_layer + head)
+
+
+def translation_flops_per_target_token(size: Size, length: float):
+    """Training FLOPs (forward + backward, matmuls only) of an encoder-decoder per target token, taking
+    source and target sentences of one mean ``length``: encoder layers (4 d^2 + 2 d f, self-attention
+    2 L d), decoder layers (self- and encoder-decoder attention 8 d^2, FFN 2 d f, attention 4 L d) and the
+    output projection on every target token (V d). Back-translation's generation (no gradient) is not
+    counted: it is work of the objective, not model FLOPs of the step."""
+    d, f = size.dim, size.ffn
+    encoder = size.layers * (4 * d * d + 2 * d * f + 2 * length * d)
+    decoder = size.layers * (8 * d * d + 2 * d * f + 4 * length * d)
+    return 3 * 2 * (encoder + decoder + size.vocab * d)
 
 
 # ---- the run ---------------------------------------------------------------------------------
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="one run per system, fewer updates (< 10 min on 2 cores)")
-    p.add_argument("--repeats", type=int, default=None, help="training runs per system (default 1 quick, 3 full)")
-    p.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench", help="data, checkpoints and logs")
-    p.add_argument("--out", type=Path, default=None, help="default: bench/results/latest.json; on a GPU gpu-PREC.json")
-    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    p.add_argument("--precision", choices=list(PRECISION_FLAGS), default="fp32", help="--fp16 / --bf16 on both sides")
-    args = p.parse_args(argv)
-    if args.out is None:
-        name = "latest.json" if args.device == "cpu" else f"gpu-{args.precision}.json"
-        args.out = ROOT / "bench" / "results" / name
-    if args.device == "cuda":
-        import torch
-
-        if not torch.cuda.is_available():
-            p.error("--device cuda: torch sees no GPU here")
-    flags = device_flags(args.device, args.precision)
-    repeats = args.repeats or (1 if args.quick else 3)
-    if repeats < 1:
-        p.error("--repeats must be >= 1")
-    # every training run logs `windows` windows of `interval` updates; the first (warm-up) is dropped
-    windows = 4 if args.quick else 8
+def measure_size(size_name, size, args, flags, repeats, windows):
+    """Every measurement of one model size, ours and the peers alternating; returns its figures."""
     gen_subset = "valid" if args.quick else "test"  # valid: the first 128 sentences of the test set
     gen_repeats = 3
 
     def steps(interval):
         return ["--max-update", str(windows * interval), "--log-interval", str(interval)]
 
-    work = args.work_dir.resolve()
+    work = args.work_dir.resolve() / size_name
     (work / "logs").mkdir(parents=True, exist_ok=True)
-    started = time.time()
-    print(f"bench: work dir {work}", flush=True)
-    paths = prepare_data(work)
-
-    peak = matmul_flops(args.device, args.precision)
-    print(f"  reference matmul (4096x256 @ 256x1024, {args.precision}): {peak / 1e9:.1f} GFLOP/s", flush=True)
-    peak_at_start = peak
+    print(f"size {size_name}: {size.dim} dims x {size.layers} layers, FFN {size.ffn}, {size.vocab} words "
+          f"(work dir {work})", flush=True)
+    paths = prepare_data(work, size.vocab)
 
     user_dir = str(ROOT / "xlm_fairseq")
     train = [tool("fairseq-train")]
     common = [*TRAIN_COMMON, *flags]
     # only the plugin takes back the --tpu that fairseq's parser derives from --bf16
     peer_plugin = ["--user-dir", user_dir] if args.precision == "bf16" else []
-    pt = ["--tokens-per-sample", str(BLOCK), "--batch-size", str(BLOCKS), *common, "--no-save"]
+    pt = ["--tokens-per-sample", str(size.block), "--batch-size", str(size.blocks), *common,
+          *size.dropout(size.lm_dropout), "--no-save"]
     ours_lm = [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "cross_lingual_lm", "--langs", "de,en",
-               "--clm-steps", "", *OURS_DIMS, *pt]
+               "--clm-steps", "", *size.ours(), *pt]
     pretrain = {
         # windows of about the same tokens: an update of ours trains 2 (MLM) or 3 (+TLM) objective batches
         "ours_mlm": ours_lm + ["--mlm-steps", "en,de", *steps(3)],
         "ours_mlm_tlm": ours_lm + ["--mlm-steps", "en,de,de-en", *steps(2)],
         "peer_masked_lm": [*train, str(paths["masked_lm"]), *peer_plugin, "--task", "masked_lm",
-                           "--criterion", "masked_lm", "--arch", "roberta_base", *PEER_ENC_DIMS,
+                           "--criterion", "masked_lm", "--arch", "roberta_base", *size.stack("encoder"),
                            "--max-positions", "512", "--sample-break-mode", "none", *pt, *steps(6)],
     }
     noise = ["--word-shuffle", "3", "--word-dropout", "0.1", "--word-blank", "0.1"]
-    un = [*common, "--max-tokens", str(UNMT_MAX_TOKENS), *steps(3)]
+    translation = [*common, *size.dropout(size.mt_dropout), "--max-tokens", str(size.unmt_max_tokens)]
+    un = [*translation, *steps(3)]
     ckpt = work / "checkpoints"
     unmt = {
         "ours_unmt": [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "translation_lm",
-                      "--langs", "de,en", "--ae-steps", "en,de", "--bt-steps", "en-de-en,de-en-de", *noise, *OURS_DIMS,
-                      "--max-sentence-len", "100", *un, "--save-dir", str(ckpt / "ours"), "--no-epoch-checkpoints"],
+                      "--langs", "de,en", "--ae-steps", "en,de", "--bt-steps", "en-de-en,de-en-de", *noise,
+                      *size.ours(), "--max-sentence-len", "100", *un, "--save-dir", str(ckpt / "ours"),
+                      "--no-epoch-checkpoints"],
         "peer_online_backtranslation": [
             *train, str(paths["online_backtranslation"]), *peer_plugin, "--task", "online_backtranslation",
             "--mono-langs", "de,en",
             "--valid-lang-pairs", "de-en", "--max-word-shuffle-distance", "3", "--word-dropout-prob", "0.1",
-            "--word-blanking-prob", "0.1", "--criterion", "cross_entropy", *PEER_SEQ2SEQ,
+            "--word-blanking-prob", "0.1", "--criterion", "cross_entropy", *size.peer_seq2seq(),
             "--max-source-positions", "512", "--max-target-positions", "512", *un, "--no-save"],
     }
 
@@ -319,7 +337,7 @@ def main(argv=None):
     # the peer for generation: a plain transformer, trained just long enough to have a checkpoint
     shutil.rmtree(ckpt / "peer", ignore_errors=True)
     run_child([*train, str(paths["translation"]), *peer_plugin, "--task", "translation", "-s", "de", "-t", "en",
-               *PEER_SEQ2SEQ, *common, "--max-tokens", str(UNMT_MAX_TOKENS), "--max-update", "2",
+               *size.peer_seq2seq(), *translation, "--max-update", "2",
                "--save-dir", str(ckpt / "peer"), "--no-epoch-checkpoints"],
               work / "logs" / "peer_translation_train.log")
     gen = [tool("fairseq-generate"), *flags, "--batch-size", str(GEN_BATCH),
@@ -341,9 +359,6 @@ def main(argv=None):
         for name, cmd in generate.items():
             measure_generation(name, cmd, work, runs, env=None if name.startswith("ours") else peer_env)
 
-    # the machine's matmul rate drifts (shared cores): measured again at the end, the higher counts
-    peak = max(peak, matmul_flops(args.device, args.precision))
-    print(f"  reference matmul again: {peak / 1e9:.1f} GFLOP/s (at start {peak_at_start / 1e9:.1f})", flush=True)
     figures = {name: {key: statistics.median(r[key] for r in rs)
                       for key in rs[0] if isinstance(rs[0][key], (int, float))}
                for name, rs in runs.items()}
@@ -351,9 +366,12 @@ def main(argv=None):
     def ratio(ours, peer, key):
         return figures[ours][key] / figures[peer][key]
 
-    ours_flops = mlm_flops_per_token() * figures["ours_mlm"]["tokens_per_s"]
-    peer_flops = mlm_flops_per_token(extra_head_dim=DIM) * figures["peer_masked_lm"]["tokens_per_s"]
-    result = {
+    def translation_flops(name):  # per second, at the run's mean target length (tokens / sentences)
+        f = figures[name]
+        length = f["tokens_per_s"] / f["sentences_per_s"]
+        return translation_flops_per_target_token(size, length) * f["tokens_per_s"]
+
+    return {
         "pretrain_ratio": ratio("ours_mlm", "peer_masked_lm", "tokens_per_s"),
         "pretrain_tlm_ratio": ratio("ours_mlm_tlm", "peer_masked_lm", "tokens_per_s"),
         "unmt_ratio": ratio("ours_unmt", "peer_online_backtranslation", "sentences_per_s"),
@@ -363,16 +381,64 @@ def main(argv=None):
                               ratio("ours_unmt", "peer_online_backtranslation", "peak_rss_mib")),
         "peak_rss_ratio_pretrain": ratio("ours_mlm", "peer_masked_lm", "peak_rss_mib"),
         "peak_rss_ratio_unmt": ratio("ours_unmt", "peer_online_backtranslation", "peak_rss_mib"),
-        "mfu": ours_flops / peak,
-        "mfu_peer": peer_flops / peak,
-        "matmul_gflops": peak / 1e9,
+        # FLOP/s of the steps; divided by the reference matmul rate in main()
+        "flops": {
+            "lm": mlm_flops_per_token(size) * figures["ours_mlm"]["tokens_per_s"],
+            "lm_peer": mlm_flops_per_token(size, extra_head_dim=size.dim) * figures["peer_masked_lm"]["tokens_per_s"],
+            "translation": translation_flops("ours_unmt"),
+            "translation_peer": translation_flops("peer_online_backtranslation"),
+        },
         "figures": figures,
         "runs": runs,
-        "mode": "quick" if args.quick else "full",
+        "dims": {**dataclasses.asdict(size), "generate_len": GEN_LEN, "generate_batch": GEN_BATCH},
         "repeats": {"training": repeats, "generation": gen_repeats},
-        "dims": {"dim": DIM, "layers": LAYERS, "heads": HEADS, "ffn": FFN, "vocab": VOCAB, "block": BLOCK,
-                 "blocks_per_batch": BLOCKS, "unmt_max_tokens": UNMT_MAX_TOKENS, "generate_len": GEN_LEN,
-                 "generate_batch": GEN_BATCH},
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="one run per system, fewer updates")
+    p.add_argument("--repeats", type=int, default=None, help="training runs per system (default 1 quick, 3 full)")
+    p.add_argument("--sizes", default=",".join(SIZES),
+                   help=f"model sizes to measure, comma-separated, of: {', '.join(SIZES)} (default: all)")
+    p.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench", help="data, checkpoints and logs")
+    p.add_argument("--out", type=Path, default=None, help="default: bench/results/latest.json; on a GPU gpu-PREC.json")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--precision", choices=list(PRECISION_FLAGS), default="fp32", help="--fp16 / --bf16 on both sides")
+    args = p.parse_args(argv)
+    sizes = [name.strip() for name in args.sizes.split(",") if name.strip()]
+    unknown = [name for name in sizes if name not in SIZES]
+    if unknown or not sizes:
+        p.error(f"--sizes: unknown size {', '.join(unknown) or '(none given)'}; choose from {', '.join(SIZES)}")
+    if args.out is None:
+        name = "latest.json" if args.device == "cpu" else f"gpu-{args.precision}.json"
+        args.out = ROOT / "bench" / "results" / name
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            p.error("--device cuda: torch sees no GPU here")
+    flags = device_flags(args.device, args.precision)
+    repeats = args.repeats or (1 if args.quick else 3)
+    if repeats < 1:
+        p.error("--repeats must be >= 1")
+    # every training run logs `windows` windows of `interval` updates; the first (warm-up) is dropped
+    windows = 4 if args.quick else 8
+
+    started = time.time()
+    peak = matmul_flops(args.device, args.precision)
+    print(f"bench: reference matmul (4096x256 @ 256x1024, {args.precision}): {peak / 1e9:.1f} GFLOP/s", flush=True)
+    peak_at_start = peak
+    per_size = {name: measure_size(name, SIZES[name], args, flags, repeats, windows) for name in sizes}
+    # the machine's matmul rate drifts (shared cores): measured again at the end, the higher counts
+    peak = max(peak, matmul_flops(args.device, args.precision))
+    print(f"  reference matmul again: {peak / 1e9:.1f} GFLOP/s (at start {peak_at_start / 1e9:.1f})", flush=True)
+    for figures in per_size.values():
+        figures["mfu"] = {key: value / peak for key, value in figures.pop("flops").items()}
+    result = {
+        "sizes": per_size,
+        "matmul_gflops": peak / 1e9,
+        "mode": "quick" if args.quick else "full",
         "device": args.device,
         "precision": args.precision,
         "versions": versions(args.device),
@@ -381,8 +447,8 @@ def main(argv=None):
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    print()
-    print(table(result))
+    for name, figures in result["sizes"].items():
+        print(f"\nsize {name}\n{table(figures, result['matmul_gflops'])}")
     print(f"\nwrote {args.out} ({result['seconds']:.0f} s)")
 
 

@@ -39,23 +39,12 @@ def test_windows_count_input_tokens_of_every_objective(bench, data_bin):
         assert w["tokens_per_s"] > 0 and w["sentences_per_s"] == w["tokens_per_s"] * 8 / 256
 
 
-def test_the_flop_formula_counts_what_the_model_computes(bench, data_bin, monkeypatch):
-    """MFU's numerator: the formula's training FLOPs per input token against torch's count of a real
-    forward and backward pass of our MLM at the benchmark's size (matmuls and attention)."""
+def _counted_flops(step):
+    """FLOPs of ``step()`` (a forward and backward pass) by torch's counter, with the CPU flash-attention
+    kernels it does not know counted as model FLOPs (the backward twice the forward)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-    shape = [*bench.OURS_DIMS[2:], "--tokens-per-sample", bench.BLOCK, "--batch-size", bench.BLOCKS]
-    # without dropout: attention runs in torch's fused kernel (with it, in ours, which recomputes the weights
-    # in the backward pass: more work done, the same model FLOPs)
-    shape += ["--dropout", "0", "--attention-dropout", "0"]
-    task, cfg = setup_task(data_bin, "cross_lingual_lm", "--langs", "de,en,ro", "--mlm-steps", "en", *shape)
-    task.load_dataset("train")
-    model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)
-    objective = task.dataset("train").datasets["mlm_en"]
-    batch = objective.collater([objective[i] for i in range(bench.BLOCKS)])
-    # that kernel, which torch's counter does not know: model FLOPs, as MFU counts them (the backward twice
-    # the forward, the kernel's recomputed scores left out)
     aten = torch.ops.aten
     mapping = {
         aten._scaled_dot_product_flash_attention_for_cpu: lambda q, k, v, *_, **__: sdpa_flop_count(q, k, v),
@@ -64,10 +53,66 @@ def test_the_flop_formula_counts_what_the_model_computes(bench, data_bin, monkey
         ),
     }
     with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
-        loss, predicted, _ = criterion(model, batch)
+        step()
+    return counter.get_total_flops()
+
+
+# without dropout: attention runs in torch's fused kernel (with it, in ours, which may recompute the weights
+# in the backward pass: more work done, the same model FLOPs)
+NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0"]
+
+
+@pytest.mark.parametrize("size_name", ["recipes", "256"])
+def test_the_mlm_flop_formula_counts_what_the_model_computes(bench, data_bin, size_name):
+    """MFU's numerator for LM steps: the formula's training FLOPs per input token against torch's count
+    of a real forward and backward pass of our MLM at the benchmark's size (matmuls and attention)."""
+    size = bench.SIZES[size_name]
+    shape = [*size.ours()[2:], "--tokens-per-sample", size.block, "--batch-size", size.blocks, *NO_DROPOUT]
+    task, cfg = setup_task(data_bin, "cross_lingual_lm", "--langs", "de,en,ro", "--mlm-steps", "en", *shape)
+    task.load_dataset("train")
+    model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)
+    objective = task.dataset("train").datasets["mlm_en"]
+    batch = objective.collater([objective[i] for i in range(size.blocks)])
+    predicted = []
+
+    def step():
+        loss, n, _ = criterion(model, batch)
         loss.backward()
+        predicted.append(float(n))
+
+    flops = _counted_flops(step)
     tokens = batch["net_input"]["src_tokens"].numel()
-    assert tokens == bench.BLOCK * bench.BLOCKS
-    monkeypatch.setattr(bench, "VOCAB", len(task.dictionary))  # the fixture's vocabulary, not the benchmark's
-    expected = bench.mlm_flops_per_token(mask_prob=float(predicted) / tokens)
-    assert counter.get_total_flops() / tokens == pytest.approx(expected, rel=0.01)
+    assert tokens == size.block * size.blocks
+    size = bench.dataclasses.replace(size, vocab=len(task.dictionary))  # the fixture's vocabulary
+    assert flops / tokens == pytest.approx(bench.mlm_flops_per_token(size, mask_prob=predicted[0] / tokens), rel=0.01)
+
+
+def test_the_translation_flop_formula_counts_what_the_model_computes(bench, data_bin):
+    """MFU's numerator for translation steps: the formula's training FLOPs per target token against
+    torch's count of a real forward and backward pass of our encoder-decoder at the recipes' size, on
+    sources and targets of one length (the formula's assumption)."""
+    import torch
+
+    size = bench.SIZES["recipes"]
+    task, cfg = setup_task(data_bin, "translation_lm", "--langs", "de,en,ro", "--ae-steps", "en",
+                           *size.ours()[2:], *NO_DROPOUT)  # fmt: skip
+    model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)
+    dictionary = task.source_dictionary
+    batch_size, length = 12, 30
+    torch.manual_seed(0)
+    words = torch.randint(dictionary.nspecial, len(dictionary), (batch_size, length))
+    langs = torch.full((batch_size,), task.langs.index("en"))
+    batch = {
+        "net_input": {"src_tokens": words, "src_lengths": torch.full((batch_size,), length), "src_langs": langs,
+                      "tgt_langs": langs, "prev_output_tokens": words},
+        "target": words, "nsentences": batch_size, "ntokens": words.numel(),
+    }  # fmt: skip
+
+    def step():
+        loss, _, _ = criterion(model, batch)
+        loss.backward()
+
+    flops = _counted_flops(step)
+    size = bench.dataclasses.replace(size, vocab=len(dictionary))
+    expected = bench.translation_flops_per_target_token(size, length)
+    assert flops / words.numel() == pytest.approx(expected, rel=0.01)
