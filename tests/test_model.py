@@ -152,11 +152,16 @@ def test_attention_equals_the_formula(case, path):
     assert torch.allclose(mha(x, **kw), _attention_by_the_formula(mha, x, **kw), atol=1e-6)
 
 
+@pytest.mark.parametrize("kept", [False, True])
 @pytest.mark.parametrize("masked", [False, True])
-def test_recomputed_attention_dropout_has_autograds_gradients(masked):
-    """The CPU training path keeps no attention weights and rebuilds them (and the same dropout mask)
-    in the backward pass: its output and gradients equal autograd's through the written-out maths."""
+def test_cpu_attention_dropout_has_autograds_gradients(masked, kept, monkeypatch):
+    """The CPU training path keeps small attention weights, and rebuilds larger ones (and the same
+    dropout mask) in the backward pass: either way its output and gradients equal autograd's through
+    the written-out maths."""
+    from xlm_fairseq.modules import kernels
     from xlm_fairseq.modules.kernels import CPUAttentionWithDropout, keep_mask
+
+    monkeypatch.setattr(kernels, "KEEP_WEIGHTS_UP_TO", 2**20 if kept else 0)
 
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 7, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))

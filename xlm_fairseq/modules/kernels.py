@@ -9,6 +9,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+# attention weights of at most this many elements (B x H x qlen x klen; 4 MiB in fp32) are kept for the
+# backward pass; larger ones are recomputed there
+KEEP_WEIGHTS_UP_TO = 2**20
+
 
 def keep_mask(shape, p: float, generator: Optional[torch.Generator] = None):
     """Dropout's keep-mask from 16-bit random integers (four per 64-bit draw), and the scale of what
@@ -44,7 +48,9 @@ class CPUAttentionWithDropout(torch.autograd.Function):
     torch's CPU kernels drop attention weights in the unfused maths with ``bernoulli_`` masks and keep
     the weights, their dropped copy and the mask for every layer: 1.5x slower than this forward and
     backward (135 vs 92 ms for 16 x 4 x 256^2), and about 150 MB more peak memory for 4 layers of
-    16 x 256 tokens. ``q`` comes scaled."""
+    16 x 256 tokens. Small weights (at most ``KEEP_WEIGHTS_UP_TO`` elements: the recipes' translation
+    batches) are kept instead, which saves the backward pass a second softmax and mask. ``q`` comes
+    scaled."""
 
     @staticmethod
     def _weights(q, k, allowed, p, seed):
@@ -59,17 +65,26 @@ class CPUAttentionWithDropout(torch.autograd.Function):
     def forward(ctx, q: Tensor, k: Tensor, v: Tensor, allowed: Optional[Tensor], p: float) -> Tensor:
         seed = int(torch.randint(0, 2**62, (1,)))  # from the default generator: fairseq's --seed holds
         probs, keep, scale = CPUAttentionWithDropout._weights(q, k, allowed, p, seed)
+        ctx.p, ctx.seed, ctx.scale = p, seed, scale
+        ctx.kept = probs.numel() <= KEEP_WEIGHTS_UP_TO
+        if ctx.kept:
+            dropped = probs * keep * scale
+            ctx.save_for_backward(q, k, v, probs, keep)
+            return torch.matmul(dropped, v)
         ctx.save_for_backward(q, k, v, allowed)
-        ctx.p, ctx.seed = p, seed
         return torch.matmul(probs.mul_(keep).mul_(scale), v)
 
     @staticmethod
     def backward(ctx, grad: Tensor):
-        q, k, v, allowed = ctx.saved_tensors
-        probs, keep, scale = CPUAttentionWithDropout._weights(q, k, allowed, ctx.p, ctx.seed)
+        if ctx.kept:
+            q, k, v, probs, keep = ctx.saved_tensors
+            scale = ctx.scale
+        else:
+            q, k, v, allowed = ctx.saved_tensors
+            probs, keep, scale = CPUAttentionWithDropout._weights(q, k, allowed, ctx.p, ctx.seed)
         grad_v = torch.matmul(probs.mul(keep).mul_(scale).transpose(2, 3), grad)
         grad_probs = torch.matmul(grad, v.transpose(2, 3)).mul_(keep).mul_(scale)
-        grad_scores = probs.mul_(grad_probs.sub_((grad_probs * probs).sum(-1, keepdim=True)))
+        grad_scores = probs.mul(grad_probs.sub_((grad_probs * probs).sum(-1, keepdim=True)))
         return torch.matmul(grad_scores, k), torch.matmul(grad_scores.transpose(2, 3), q), grad_v, None, None
 
 
