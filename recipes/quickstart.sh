@@ -169,6 +169,7 @@ stage_translate() {
     --save-interval-updates "$VALID_EVERY" --keep-interval-updates 1 --best-checkpoint-metric bleu_tok_de-en \
     --maximize-best-checkpoint-metric --save-dir "$WORK/checkpoints/translate"
   grep -E "\| valid on" "$WORK/logs/translate.log" | tail -n 1 | grep -oE "\| (bleu_(en-de|de-en)|num_updates) [0-9.]+" | sed "s/^| //" | paste -sd' ' | sed 's/^/   valid: /'
+  echo "   $("$PY" -m recipes.lib.trained "$WORK/logs/translate.log")"
   # a model directory that needs no data-bin: XLMModel.from_pretrained(WORK/model)
   run_logged "$WORK/logs/export.log" "$PY" -m xlm_fairseq.inference.export "$WORK/checkpoints/translate/checkpoint_last.pt" "$WORK/model" \
     --data "$DATA" --force
@@ -217,6 +218,9 @@ fi
 
 echo
 echo "== quickstart finished in $(stage_elapsed)s ($MODE mode): $WHAT"
+# what the translation stage scheduled is not always what it trained: a stage bounded in wall time may
+# end before a schedule starts (back-translation from iteration $BT_FROM)
+echo "   $("$PY" -m recipes.lib.trained "$WORK/logs/translate.log")"
 printf '%-6s %-6s %6s %12s %7s  %s\n' "test" "dir" "BLEU" "copy source" "gain" "(sacreBLEU 13a, detokenised; beam 5; last checkpoint)"
 for set in "${SETS[@]}"; do
   for dir in de-en en-de; do
@@ -238,7 +242,7 @@ done
 echo
 echo "Read BLEU against 'copy source': on software documentation, file names, commands and product names"
 echo "are shared by both languages, so copying the input already scores that much; the gain is what the"
-echo "model translates. Which objectives trained, and for how long, is the stage 3 line above. What pretraining"
+echo "model translates. Which objectives trained, and for how long, is the 'trained' line above. What pretraining"
 echo "buys at a budget this machine can afford (UNMT and supervised, from MLM, MLM+TLM and random init,"
 echo "against fairseq's transformer): bash recipes/ablation.sh (table in recipes/README.md)."
 echo

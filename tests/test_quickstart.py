@@ -3,6 +3,7 @@ copying the source -> export, end to end, after a kill; --test and --unsupervise
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,6 +74,8 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     assert "'dropout': 0.0, 'attention_dropout': 0.0," in pretrain_log
     assert "'dropout': 0.1, 'attention_dropout': 0.1," in (work / "logs" / "translate.log").read_text()
     assert "3/4 semi-supervised MT (MT on 1000 pairs + AE + back-translation" in proc.stdout  # says which ran
+    # ... and which of those trained (recipes/lib/trained.py reads the stage's log)
+    assert re.search(r"^   trained to update \d+: MT de-en en-de, AE ", proc.stdout, re.M), proc.stdout[-3000:]
     assert "copy source" in proc.stdout and "recipes/ablation.sh" in proc.stdout
     for test_set, lines in (("docs", 100), ("yours", 40)):
         for direction in ("de-en", "en-de"):
@@ -105,6 +108,8 @@ def test_quickstart_unsupervised_is_its_own_run(tmp_path):
     proc = _run(["--tiny", "--unsupervised", "--work-dir", str(work)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "3/4 unsupervised MT (AE + back-translation on monolingual text only)" in proc.stdout
+    trained = [line for line in proc.stdout.splitlines() if line.startswith("   trained to update")]
+    assert trained and all("MT" not in line and "AE de en" in line for line in trained), proc.stdout[-3000:]
     log = (work / "logs" / "translate.log").read_text()
     assert "'mt_steps': ''" in log and "'bt_steps': 'en-de-en,de-en-de'" in log
     semi = _run(["--tiny", "--work-dir", str(work)])

@@ -1,0 +1,37 @@
+"""recipes/lib/trained.py: which objectives a translation_lm run trained, read from fairseq's log of a
+real run (a schedule that never started is reported as such, not as trained)."""
+
+import subprocess
+import sys
+
+from conftest import ROOT, UNMT_ARGS, fairseq
+
+
+def _train(data_bin, tmp_path, *extra):
+    log = tmp_path / "translate.log"
+    fairseq("train", data_bin, *UNMT_ARGS, "--langs", "de,en", "--mt-steps", "de-en", "--ae-steps", "en",
+            "--bt-steps", "en-de-en", *extra, "--max-update", "6", "--log-interval", "2", "--no-save",
+            "--log-file", log)  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "recipes.lib.trained", log], capture_output=True, text=True,
+                          cwd=ROOT)  # fmt: skip
+
+
+def test_a_schedule_that_never_started_is_not_reported_as_trained(data_bin, tmp_path):
+    proc = _train(data_bin, tmp_path, "--lambda-bt", "0:0,100:0,200:1", "--log-format", "simple")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == (
+        "trained to update 6: MT de-en, AE en; never trained: BT (weight 0 for the whole stage: its schedule "
+        "starts later)"
+    )
+
+
+def test_every_objective_that_trained_is_named(data_bin, tmp_path):
+    proc = _train(data_bin, tmp_path, "--log-format", "json")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "trained to update 6: MT de-en, AE en, BT en-de-en"
+
+
+def test_a_missing_log_is_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "recipes.lib.trained", tmp_path / "nope.log"],
+                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert proc.returncode == 1 and proc.stderr.strip() == f"trained: error: {tmp_path / 'nope.log'}: no such log file"
