@@ -73,6 +73,7 @@ class Size:
     lm_dropout: float  # dropout and attention dropout of pretraining
     mt_dropout: float  # ... of translation
     window_scale: int  # updates per log window, as a multiple of the 256 size's (windows of similar time)
+    quick_test_lines: int  # --quick generates this many test sentences (a run of a second or more)
 
     def ours(self):
         return ["--arch", "xlm_tiny", *self.stack("encoder"), *self.stack("decoder")]
@@ -93,10 +94,10 @@ SIZES = {
     # the recipes' size (recipes/quickstart.sh): 128 dims x 3 layers, 4,000 words; pretraining on 64-token
     # streams without dropout, 1,024-token objective batches; translation with dropout 0.1
     "recipes": Size(dim=128, layers=3, heads=4, ffn=512, vocab=4000, block=64, blocks=16, unmt_max_tokens=1200,
-                    lm_dropout=0.0, mt_dropout=0.1, window_scale=6),
+                    lm_dropout=0.0, mt_dropout=0.1, window_scale=6, quick_test_lines=500),
     # the benchmark's first size: 256 dims x 4 layers, 6,000 words, 16 blocks of 256 tokens, dropout 0.1
     "256": Size(dim=256, layers=4, heads=4, ffn=1024, vocab=6000, block=256, blocks=16, unmt_max_tokens=1500,
-                lm_dropout=0.1, mt_dropout=0.1, window_scale=1),
+                lm_dropout=0.1, mt_dropout=0.1, window_scale=1, quick_test_lines=128),
 }
 GEN_LEN = 40  # every generated hypothesis has exactly this many tokens
 GEN_BATCH = 64
@@ -279,7 +280,8 @@ def translation_flops_per_target_token(size: Size, length: float):
 
 def measure_size(size_name, size, args, flags, repeats, windows):
     """Every measurement of one model size, ours and the peers alternating; returns its figures."""
-    gen_subset = "valid" if args.quick else "test"  # valid: the first 128 sentences of the test set
+    # valid: the first 128 sentences of the test set (a --quick run at the 256 size)
+    gen_subset = "valid" if args.quick and size.quick_test_lines < 500 else "test"
     gen_repeats = 3
 
     def steps(interval):
