@@ -84,7 +84,9 @@ class CPUAttentionWithDropout(torch.autograd.Function):
             probs, keep, scale = CPUAttentionWithDropout._weights(q, k, allowed, ctx.p, ctx.seed)
         grad_v = torch.matmul(probs.mul(keep).mul_(scale).transpose(2, 3), grad)
         grad_probs = torch.matmul(grad, v.transpose(2, 3)).mul_(keep).mul_(scale)
-        grad_scores = probs.mul(grad_probs.sub_((grad_probs * probs).sum(-1, keepdim=True)))
+        # recomputed weights are this call's own and may be overwritten; kept ones are the saved tensor
+        multiply = probs.mul if ctx.kept else probs.mul_
+        grad_scores = multiply(grad_probs.sub_((grad_probs * probs).sum(-1, keepdim=True)))
         return torch.matmul(grad_scores, k), torch.matmul(grad_scores.transpose(2, 3), q), grad_v, None, None
 
 
