@@ -217,7 +217,7 @@ def device_flags(device: str, precision: str):
 def measure_size(size_name, size, args, flags, repeats, windows):
     """Every measurement of one model size, ours and the peers alternating; returns its figures."""
     # valid: the first 128 sentences of the test set (a --quick run at the 256 size)
-    gen_subset = "valid" if args.quick and size.quick_test_lines < 500 else "test"
+    gen_subset = "valid" if args.quick and not size.quick_whole_test_set else "test"
     gen_repeats = 3
 
     def steps(interval):
