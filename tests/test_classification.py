@@ -139,6 +139,13 @@ def test_hubs_refuse_each_others_models(classifier, pretrained, data_bin):
     clf = XLMClassificationHubInterface.from_pretrained(save, checkpoint_file="checkpoint_best.pt")
     with pytest.raises(XLMUserError, match="not one of the model's"):
         clf.classify("Hallo", "fr")
+    for wrong, named in (
+        (b"Hallo", "texts is bytes"),
+        (None, "texts is None"),
+        (["Hallo", 7], "texts\\[1\\] is a int"),
+    ):
+        with pytest.raises(XLMUserError, match=named):
+            clf.classify(wrong, "de")
     with pytest.raises(XLMUserError, match="no word predictions"):
         clf.fill_mask("A <mask> editor.", "en")
     assert clf.extract_features(clf.encode("A text editor.", "en"), "en").shape[-1] == 64

@@ -166,6 +166,11 @@ def test_fill_mask(xlm):
         assert sentence.startswith("the ") and sentence.endswith("sat on the mat.")
     with pytest.raises(XLMUserError, match="exactly one"):
         xlm.fill_mask("no mask here", "en")
+    # a list of texts gives a list of answers; what is not text is one error naming the argument
+    assert xlm.fill_mask(["the <mask> sat on the mat.", "a <mask>."], "en", topk=5)[0] == results
+    for wrong, named in ((b"the <mask>.", "text is bytes"), (None, "text is None"), (["a <mask>.", 3], "text\\[1\\]")):
+        with pytest.raises(XLMUserError, match=named):
+            xlm.fill_mask(wrong, "en")
 
 
 def test_missing_codes_is_a_clear_error(bpe_dir, tmp_path):

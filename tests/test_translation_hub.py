@@ -152,3 +152,24 @@ def test_checkpoint_keeps_its_pipeline(unmt, data_bin, tmp_path):
     # with its own data-bin it loads
     proc = subprocess.run([*proc.args[:-1], str(data_bin)], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_translate_takes_text_only(mt):
+    """A string or a list of strings; a blank one translates to "" (the model would invent a
+    sentence from </s> alone); bytes, None and numbers are one error naming the argument."""
+    assert mt.translate("", src="de", tgt="en") == ""
+    assert mt.translate(" \t", src="de", tgt="en", engine="fairseq") == ""
+    one = mt.translate("Klicken Sie auf Drucken.", src="de", tgt="en")
+    assert mt.translate(["", "Klicken Sie auf Drucken.", "  "], src="de", tgt="en") == ["", one, ""]
+    assert mt.translate([], src="de", tgt="en") == [] and mt.sample("", src="de", tgt="en") == ""
+    for wrong, named in (
+        (b"Hallo", "sentences is bytes"),
+        (None, "sentences is None"),
+        (["Hallo", 5], r"sentences\[1\]"),
+    ):
+        with pytest.raises(XLMUserError, match=named):
+            mt.translate(wrong, src="de", tgt="en")
+    with pytest.raises(XLMUserError, match="engine='gpu'"):
+        mt.translate("Hallo", src="de", tgt="en", engine="gpu")
+    with pytest.raises(XLMUserError, match="no CTranslate2 model for de-en.*--ctranslate2"):
+        mt.translate("Hallo", src="de", tgt="en", engine="ctranslate2")

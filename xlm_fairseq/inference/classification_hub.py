@@ -16,7 +16,7 @@ import torch
 
 from preprocess import layout
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.inference.hub import XLMHubInterface, is_classifier, load_checkpoint
+from xlm_fairseq.inference.hub import XLMHubInterface, is_classifier, load_checkpoint, text_batch
 
 
 class XLMClassificationHubInterface(XLMHubInterface):
@@ -86,10 +86,11 @@ class XLMClassificationHubInterface(XLMHubInterface):
     ) -> Union[str, Dict[str, float], List[str], List[Dict[str, float]]]:
         """The label of each text (sentence pair with ``texts_b``) in ``lang``; with ``probs``, a
         dict label -> probability instead. A string gives one answer, a list a list."""
-        single = isinstance(texts, str)
-        if single:
-            texts = [texts]
-            texts_b = None if texts_b is None else [texts_b]
+        texts, single = text_batch(texts, "texts")
+        if texts_b is not None:
+            texts_b, single_b = text_batch(texts_b, "texts_b")
+            if single_b != single:
+                raise XLMUserError("give texts and texts_b alike: both strings, or both lists")
         p = self.probabilities(texts, lang, texts_b, max_tokens)
         if probs:
             answers = [dict(zip(self.labels, row.tolist())) for row in p]

@@ -3,7 +3,11 @@ and the text pipeline (``text_pipeline.json`` and its subword model), so that
 ``XLMModel.from_pretrained(OUT_DIR)`` needs no data-bin. Works for LMs and translation models::
 
     xlm-fairseq-export ckpt/unmt/checkpoint_best.pt models/unmt-de-en [--data DATA] [--force]
+    xlm-fairseq-export ckpt/unmt/checkpoint_best.pt models/unmt-de-en --ctranslate2 --quantization int8
 
+With ``--ctranslate2`` a translation model also gets one CTranslate2 model per direction
+(``ctranslate2/SRC-TGT``, ``--directions`` or every pair of its languages), which
+``XLMModel.from_pretrained(OUT_DIR).translate`` then uses (``inference/ctranslate2_models.py``).
 The optimizer state is left out (a third of a checkpoint's size with Adam's two moments). OUT_DIR
 appears whole or not at all; an existing one is replaced only with ``--force``."""
 
@@ -21,9 +25,18 @@ from preprocess.pipeline import write_settings
 from xlm_fairseq.assets import PretrainedCheckpoint
 from xlm_fairseq.data.dictionary import dictionary_digest
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.inference.ctranslate2_models import QUANTIZATIONS, parse_directions, write_ctranslate2
 
 
-def export_model_dir(checkpoint: str, out_dir: str, data: Optional[str] = None, force: bool = False) -> str:
+def export_model_dir(
+    checkpoint: str,
+    out_dir: str,
+    data: Optional[str] = None,
+    force: bool = False,
+    ctranslate2: bool = False,
+    quantization: Optional[str] = None,
+    directions: Optional[str] = None,
+) -> str:
     """Write OUT_DIR (see the module's doc); returns its absolute path."""
     if not os.path.isfile(checkpoint):
         raise XLMUserError(f"{checkpoint}: no such checkpoint")
@@ -49,6 +62,16 @@ def export_model_dir(checkpoint: str, out_dir: str, data: Optional[str] = None, 
         raise XLMUserError(
             f"{where}: not the dictionary the model was trained with; give --data DATA (the data-bin it was trained on)"
         )
+    if ctranslate2:
+        model_cfg = cfg.get("model") or {}
+        heads = {model_cfg.get("encoder_attention_heads"), model_cfg.get("decoder_attention_heads")}
+        if not any(k.startswith("decoder.") for k in state["model"]):
+            raise XLMUserError(f"{checkpoint}: --ctranslate2 exports translation models (translation_lm), not this one")
+        if len(heads) != 1 or None in heads:
+            raise XLMUserError(f"{checkpoint}: --ctranslate2 needs one number of attention heads on both sides")
+        pairs = parse_directions(directions, ckpt.langs)
+    elif quantization or directions:
+        raise XLMUserError("--quantization and --directions go with --ctranslate2")
     out_dir = os.path.abspath(out_dir)
     state = dict(state, last_optimizer_state=None, task_state=task_state)
     state["cfg"] = dict(cfg, task=dict(cfg.get("task") or {}, data=out_dir))
@@ -57,6 +80,8 @@ def export_model_dir(checkpoint: str, out_dir: str, data: Optional[str] = None, 
         shutil.copyfile(pipeline.model_path, os.path.join(tmp, settings.subword_model))
         write_settings(tmp, settings)
         torch_persistent_save(state, os.path.join(tmp, MODEL_FILE))
+        if ctranslate2:
+            write_ctranslate2(state["model"], heads.pop(), ckpt.langs, dictionary.symbols, tmp, pairs, quantization)
     return out_dir
 
 
@@ -66,10 +91,23 @@ def main(argv=None) -> int:
     p.add_argument("out_dir", metavar="OUT_DIR")
     p.add_argument("--data", help="the data-bin it was trained on (default: the one its config names)")
     p.add_argument("--force", action="store_true", help="replace an existing OUT_DIR")
+    p.add_argument(
+        "--ctranslate2", action="store_true", help="also a CTranslate2 model per direction (a translation model)"
+    )
+    p.add_argument("--quantization", choices=QUANTIZATIONS, help="CTranslate2 weights (default: float32)")
+    p.add_argument("--directions", metavar="SRC-TGT,...", help="CTranslate2 directions (default: every pair)")
 
     def run(argv):
         args = p.parse_args(argv)
-        out = export_model_dir(args.checkpoint, args.out_dir, args.data, args.force)
+        out = export_model_dir(
+            args.checkpoint,
+            args.out_dir,
+            args.data,
+            args.force,
+            args.ctranslate2,
+            args.quantization,
+            args.directions,
+        )
         print(f"export: wrote {out}")
         return 0
 

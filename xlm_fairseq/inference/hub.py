@@ -59,6 +59,26 @@ def is_classifier(model) -> bool:
     return getattr(model, "classification_head", None) is not None
 
 
+def text_batch(value, argument: str) -> Tuple[List[str], bool]:
+    """What the hubs' text methods take: a string or a list (tuple) of strings -> (the list, whether
+    one string was given). Anything else is one error naming ``argument`` (bytes would otherwise be
+    iterated as numbers, ``None`` end in a bare TypeError)."""
+    if isinstance(value, str):
+        return [value], True
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if not isinstance(item, str):
+                raise XLMUserError(f"{argument}[{i}] is {_what(item)}; give a string or a list of strings")
+        return list(value), False
+    raise XLMUserError(f"{argument} is {_what(value)}; give a string or a list of strings")
+
+
+def _what(value) -> str:
+    if isinstance(value, (bytes, bytearray)):
+        return "bytes (decode them first: .decode('utf-8'))"
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
 # name -> model directory (or None) for names that are not paths; xlm_fairseq.convert.hf_hub adds
 # Hugging Face ids (this module cannot import the converter, which imports the model)
 MODEL_RESOLVERS: List[Callable[[str], Optional[str]]] = []
@@ -232,11 +252,16 @@ class XLMHubInterface(nn.Module):
         logits, _ = self.model(tokens, src_langs=langs)
         return logits
 
-    @torch.no_grad()
-    def fill_mask(self, text: str, lang: str, topk: int = 5) -> List[Tuple[str, float, str]]:
+    def fill_mask(self, text, lang: str, topk: int = 5):
         """Fill the one ``<mask>`` in ``text`` with each of the ``topk`` most probable vocabulary
-        entries: [(filled sentence, probability, entry)], most probable first. Special symbols
-        (``<s> <pad> </s> <unk>``, the mask) are never proposed."""
+        entries: [(filled sentence, probability, entry)], most probable first (a list of texts: such
+        a list each). Special symbols (``<s> <pad> </s> <unk>``, the mask) are never proposed."""
+        texts, single = text_batch(text, "text")
+        results = [self._fill_one_mask(t, lang, topk) for t in texts]
+        return results[0] if single else results
+
+    @torch.no_grad()
+    def _fill_one_mask(self, text: str, lang: str, topk: int) -> List[Tuple[str, float, str]]:
         if text.count(MASK_TEXT) != 1:
             raise XLMUserError(f"fill_mask needs exactly one {MASK_TEXT} in the text, found {text.count(MASK_TEXT)}")
         self._check_lang(lang)

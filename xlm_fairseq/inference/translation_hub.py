@@ -24,7 +24,8 @@ from fairseq.hub_utils import GeneratorHubInterface
 from preprocess import layout
 from xlm_fairseq.data.encoders import XLMSubwords, XLMWordTokenizer
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.inference.hub import is_translation_model, load_checkpoint
+from xlm_fairseq.inference.ctranslate2_models import CTranslate2Directions
+from xlm_fairseq.inference.hub import is_translation_model, load_checkpoint, text_batch
 
 
 class XLMTranslationHubInterface(GeneratorHubInterface):
@@ -45,6 +46,7 @@ class XLMTranslationHubInterface(GeneratorHubInterface):
         # fairseq's hub builds these from --tokenizer/--bpe, which a training checkpoint has not
         self.tokenizer = XLMWordTokenizer.for_pipeline(self.pipeline, None, None)
         self.bpe = XLMSubwords.for_pipeline(self.pipeline)
+        self.ctranslate2 = CTranslate2Directions(model_dir or "")  # empty unless exported with --ctranslate2
         self.eval()
 
     @classmethod
@@ -78,13 +80,79 @@ class XLMTranslationHubInterface(GeneratorHubInterface):
         finally:
             cfg.source_lang, cfg.target_lang, tok.source_lang, tok.target_lang = before
 
-    def translate(self, sentences, src=None, tgt=None, beam: int = 5, verbose: bool = False, **kwargs):
-        """Raw text (a string or a list) -> detokenised translations (the same shape)."""
-        return self.sample(sentences, src=src, tgt=tgt, beam=beam, verbose=verbose, **kwargs)
+    def translate(
+        self,
+        sentences,
+        src=None,
+        tgt=None,
+        beam: int = 5,
+        verbose: bool = False,
+        engine: Optional[str] = None,
+        **kwargs,
+    ):
+        """Raw text (a string or a list of strings) -> detokenised translations (the same shape); a
+        blank string translates to "". ``engine``: ``"ctranslate2"``, the default where the model
+        directory holds a CTranslate2 model of the direction (``xlm-fairseq-export --ctranslate2``),
+        takes ``beam``, ``max_len_a``, ``max_len_b``, ``min_len``, ``lenpen``, ``no_repeat_ngram_size``
+        and gives fairseq's translations (float32 weights); ``"fairseq"`` (fairseq's
+        ``SequenceGenerator``) takes every generation option."""
+        with self.direction(src, tgt):
+            src, tgt = self.task.cfg.source_lang, self.task.cfg.target_lang
+            if self._engine(engine, src, tgt) == "fairseq":
+                return self._each_text(sentences, lambda texts: super(XLMTranslationHubInterface, self).sample(
+                    texts, beam, verbose, **kwargs))  # fmt: skip
+            return self._each_text(sentences, lambda texts: self._translate_ctranslate2(texts, src, tgt, beam, kwargs))
 
     def sample(self, sentences, src=None, tgt=None, beam: int = 1, verbose: bool = False, **kwargs):
+        """fairseq's ``sample`` (every generation option: ``sampling``, ``sampling_topk``, ...) on a
+        string or a list of strings; a blank string gives ""."""
         with self.direction(src, tgt):
-            return super().sample(sentences, beam, verbose, **kwargs)
+            return self._each_text(sentences, lambda texts: super(XLMTranslationHubInterface, self).sample(
+                texts, beam, verbose, **kwargs))  # fmt: skip
+
+    def _each_text(self, sentences, translate):
+        texts, single = text_batch(sentences, "sentences")
+        todo = [i for i, text in enumerate(texts) if text.strip()]
+        out = [""] * len(texts)
+        for i, translation in zip(todo, translate([texts[i] for i in todo]) if todo else []):
+            out[i] = translation
+        return out[0] if single else out
+
+    def _engine(self, engine: Optional[str], src: str, tgt: str) -> str:
+        if engine not in (None, "fairseq", "ctranslate2"):
+            raise XLMUserError(f"engine={engine!r}: give 'fairseq' or 'ctranslate2'")
+        if engine is None:
+            return "ctranslate2" if (src, tgt) in self.ctranslate2.directions else "fairseq"
+        return engine
+
+    def _translate_ctranslate2(self, texts: List[str], src: str, tgt: str, beam: int, options: dict) -> List[str]:
+        generation = self.cfg.generation
+        known = {"max_len_a", "max_len_b", "min_len", "lenpen", "no_repeat_ngram_size"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise XLMUserError(
+                f"engine='ctranslate2' takes beam, {', '.join(sorted(known))}; not {', '.join(unknown)} "
+                "(translate with engine='fairseq')"
+            )
+        option = {name: options.get(name, getattr(generation, name)) for name in known}
+        if self.device.type != self.ctranslate2.device:
+            self.ctranslate2 = CTranslate2Directions(self.model_dir, device=self.device.type)
+        dictionary = self.task.source_dictionary
+        # encode gives pieces... </s>; CTranslate2 adds XLM's </s> on both sides
+        pieces = [[dictionary[i] for i in self.encode(text)[:-1]] for text in texts]
+        outputs = self.ctranslate2.translate(
+            pieces,
+            src,
+            tgt,
+            beam,
+            option["max_len_a"],
+            option["max_len_b"],
+            self.models[0].max_decoder_positions(),
+            min_decoding_length=option["min_len"],
+            length_penalty=option["lenpen"],
+            no_repeat_ngram_size=option["no_repeat_ngram_size"],
+        )
+        return [self.decode(torch.tensor([dictionary.index(p) for p in hypothesis])) for hypothesis in outputs]
 
     def generate(self, tokenized_sentences, beam: int = 5, verbose: bool = False, *, src=None, tgt=None, **kwargs):
         """Token tensors (from :meth:`encode`) -> for each, the n-best hypotheses as fairseq's

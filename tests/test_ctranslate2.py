@@ -1,0 +1,130 @@
+"""Translators out to CTranslate2: ``xlm-fairseq-export --ctranslate2`` writes one CTranslate2
+model per direction, and the exported directory's hub translates with it, giving fairseq's
+translations token for token (float32) on a trained tiny model."""
+
+import json
+import os
+import sys
+
+import pytest
+from conftest import SAMPLE, generate_lines, head, run
+
+from xlm_fairseq import XLMModel
+from xlm_fairseq.errors import XLMUserError
+
+EXPORT = [sys.executable, "-m", "xlm_fairseq.inference.export"]
+
+
+@pytest.fixture(scope="module")
+def exported(unmt, tmp_path_factory):
+    """The tiny UNMT model (en, de, ro) exported with float32 CTranslate2 models of every direction."""
+    out = tmp_path_factory.mktemp("ct2") / "model"
+    proc = run([*EXPORT, unmt[0] / "checkpoint_last.pt", out, "--ctranslate2"])
+    assert "wrote" in proc.stdout
+    return out
+
+
+def _raw(lang, tmp_path, n=60):
+    return head(SAMPLE / "en-de" / f"test.en-de.{lang}", tmp_path / f"test.{lang}", n).read_text().splitlines()
+
+
+def test_one_model_per_direction(exported):
+    pairs = sorted(os.listdir(exported / "ctranslate2"))
+    assert pairs == ["de-en", "de-ro", "en-de", "en-ro", "ro-de", "ro-en", "settings.json"]
+    assert sorted(os.listdir(exported / "ctranslate2" / "de-en")) == [
+        "config.json",
+        "model.bin",
+        "shared_vocabulary.json",
+    ]
+    config = json.loads((exported / "ctranslate2" / "de-en" / "config.json").read_text())
+    assert config["decoder_start_token"] == "</s>" and config["layer_norm_epsilon"] == 1e-12
+    assert json.loads((exported / "ctranslate2" / "settings.json").read_text()) == {"compute_type": "default"}
+
+
+@pytest.mark.parametrize("beam,lenpen", [(1, 1.0), (5, 0.0), (5, 1.0)])
+def test_same_tokens_as_fairseq(exported, tmp_path, beam, lenpen):
+    """Greedy and beam search: CTranslate2's pieces equal fairseq's SequenceGenerator's, de->en and
+    en->ro (the language embedding of each side folds into its positions). With length normalisation
+    (lenpen 1) a few of this barely trained model's hypotheses may differ: CTranslate2 bans </s> at
+    the first step before the softmax, fairseq after it, so every hypothesis differs by
+    log(1 - p(</s>)) at that step (0.06 here; ~0 for a trained model: 499 of 500 the same on the
+    quickstart's test), which does not reorder sums but can reorder means of different lengths."""
+    hub = XLMModel.from_pretrained(str(exported))
+    dictionary = hub.task.source_dictionary
+    for src, tgt in (("de", "en"), ("en", "ro")):
+        tokens = [hub.encode(text, src) for text in _raw(src, tmp_path)]
+        ours = hub.generate(tokens, src=src, tgt=tgt, beam=beam, max_len_b=30, lenpen=lenpen)
+        ours = [[dictionary[i] for i in hypotheses[0]["tokens"][:-1]] for hypotheses in ours]
+        pieces = [[dictionary[i] for i in t[:-1]] for t in tokens]
+        max_positions = hub.models[0].max_decoder_positions()
+        theirs = hub.ctranslate2.translate(pieces, src, tgt, beam, 0, 30, max_positions, length_penalty=lenpen)
+        if beam > 1 and lenpen:
+            assert sum(a == b for a, b in zip(theirs, ours)) >= 0.9 * len(ours)
+        else:
+            assert theirs == ours
+        assert all(ours)  # no empty translation (fairseq's --min-len 1)
+
+
+def test_translate_uses_ctranslate2(exported, unmt, data_bin, tmp_path):
+    """The exported directory's translate() is CTranslate2's by default and gives fairseq-generate's
+    text (lenpen 0: see test_same_tokens_as_fairseq); engine='fairseq' still works, and options
+    CTranslate2 lacks are named."""
+    hub = XLMModel.from_pretrained(str(exported))
+    raw = _raw("de", tmp_path)
+    ours = hub.translate(raw, src="de", tgt="en", beam=5, max_len_b=30, lenpen=0)
+    assert hub.ctranslate2._translators  # it was CTranslate2 that translated
+    options = ["--beam", "5", "--max-len-b", "30", "--lenpen", "0"]
+    lines, _ = generate_lines(data_bin, unmt[0] / "checkpoint_last.pt", "de", "en", *options)
+    assert ours == [lines["D"][i] for i in range(len(raw))]
+    fairseq = hub.translate(raw[:5], src="de", tgt="en", beam=5, max_len_b=30, lenpen=0, engine="fairseq")
+    assert fairseq == ours[:5]
+    assert hub.translate(["", raw[0]], src="de", tgt="en", beam=5, max_len_b=30, lenpen=0) == ["", ours[0]]
+    with pytest.raises(XLMUserError, match="engine='ctranslate2' takes beam.*not sampling"):
+        hub.translate(raw[0], src="de", tgt="en", sampling=True)
+
+
+def test_int8(unmt, exported, tmp_path):
+    """--quantization int8: loaded as int8 (the weights are quantized on load, see
+    ctranslate2_models.py); translations stay close to float32's on this tiny model."""
+    out = tmp_path / "int8"
+    run(
+        [
+            *EXPORT,
+            unmt[0] / "checkpoint_last.pt",
+            out,
+            "--ctranslate2",
+            "--quantization",
+            "int8",
+            "--directions",
+            "de-en",
+        ]
+    )
+    assert sorted(os.listdir(out / "ctranslate2")) == ["de-en", "settings.json"]
+    int8, fp32 = XLMModel.from_pretrained(str(out)), XLMModel.from_pretrained(str(exported))
+    assert int8.ctranslate2.translator("de", "en").compute_type.startswith("int8")
+    raw = _raw("de", tmp_path)
+    a = int8.translate(raw, src="de", tgt="en", max_len_b=30)
+    b = fp32.translate(raw, src="de", tgt="en", max_len_b=30)
+    assert sum(x == y for x, y in zip(a, b)) >= len(raw) // 2, (a, b)
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--directions", "de-fr"], "--directions: 'de-fr' is not SRC-TGT of two of the model's languages"),
+        (["--quantization", "int8"], "--quantization and --directions go with --ctranslate2"),
+    ],
+)
+def test_bad_export_options_are_one_line(unmt, tmp_path, extra, message):
+    out = tmp_path / "out"
+    args = [*EXPORT, unmt[0] / "checkpoint_last.pt", out, *extra]
+    proc = run(args + (["--ctranslate2"] if "--directions" in extra else []), ok=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr
+    assert not out.exists()
+
+
+def test_a_pretrained_lm_is_refused(pretrained, tmp_path):
+    out = tmp_path / "out"
+    proc = run([*EXPORT, pretrained, out, "--ctranslate2"], ok=False)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "exports translation models" in proc.stderr
+    assert not out.exists()
