@@ -1,8 +1,11 @@
 """What a benchmark run reports besides its figures: the machine and versions, and the markdown table."""
 
+import datetime
+import json
 import os
 import platform
 import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,3 +79,15 @@ def table(r, matmul_gflops):
             f"{mfu[key + '_peer']:.2f} | {mfu[key] / mfu[key + '_peer']:.2f} | {who} |"
         )
     return "\n".join(out)
+
+
+def finish(out: Path, result: dict, started: float, tables: dict) -> None:
+    """Stamp a benchmark's result with its date and duration, write it to ``out`` as JSON and print
+    its markdown tables (size name -> table)."""
+    result["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    result["seconds"] = round(time.time() - started, 1)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    for name, text in tables.items():
+        print(f"\nsize {name}\n{text}")
+    print(f"\nwrote {out} ({result['seconds']:.0f} s)")

@@ -33,7 +33,6 @@ too (it changes nothing else for their tasks).
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
 import re
@@ -46,7 +45,7 @@ import time
 from pathlib import Path
 
 from flops import matmul_flops  # a script's siblings: its directory is the first on sys.path
-from report import table, versions
+from report import finish, table, versions
 from sizes import SIZES, mlm_flops_per_token, translation_flops_per_target_token
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -382,15 +381,9 @@ def main(argv=None):
         "device": args.device,
         "precision": args.precision,
         "versions": versions(args.device),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "seconds": round(time.time() - started, 1),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
-    for name, figures in result["sizes"].items():
-        print(f"\nsize {name}\n{table(figures, result['matmul_gflops'])}")
-    print(f"\nwrote {args.out} ({result['seconds']:.0f} s)")
-
+    tables = {name: table(figures, result["matmul_gflops"]) for name, figures in result["sizes"].items()}
+    finish(args.out, result, started, tables)
 
 if __name__ == "__main__":
     try:

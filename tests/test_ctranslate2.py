@@ -7,7 +7,7 @@ import os
 import sys
 
 import pytest
-from conftest import SAMPLE, generate_lines, head, run
+from conftest import ROOT, SAMPLE, generate_lines, head, run
 
 from xlm_fairseq import XLMModel
 from xlm_fairseq.errors import XLMUserError
@@ -128,3 +128,15 @@ def test_a_pretrained_lm_is_refused(pretrained, tmp_path):
     proc = run([*EXPORT, pretrained, out, "--ctranslate2"], ok=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "exports translation models" in proc.stderr
     assert not out.exists()
+
+
+def test_serving_benchmark_child(exported, tmp_path):
+    """bench/serving.py's CTranslate2 process: forced-length translations and a sentences/s figure."""
+    hub = XLMModel.from_pretrained(str(exported))
+    dictionary = hub.task.source_dictionary
+    pieces = [[dictionary[i] for i in hub.encode(text, "de")[:-1]] for text in _raw("de", tmp_path, 10)]
+    (tmp_path / "pieces.json").write_text(json.dumps(pieces))
+    child = [sys.executable, ROOT / "bench" / "ctranslate2_child.py", exported, "de-en", tmp_path / "pieces.json"]
+    result = json.loads(run([*child, "5", "12", "8"]).stdout.splitlines()[-1])
+    assert result["words"] == 10 * 12 and result["compute_type"] == "float32"
+    assert result["sentences_per_s"] > 0 and result["peak_rss_mib"] > 0

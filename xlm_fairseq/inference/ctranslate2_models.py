@@ -19,9 +19,9 @@ The pieces come from the model's text pipeline (``XLMModel.from_pretrained(OUT).
 Quantization happens when a model is loaded: the weights are stored in float32 and
 ``OUT/ctranslate2/settings.json`` names the compute type (``int8``: pass ``compute_type="int8"`` to
 ``ctranslate2.Translator`` yourself). CTranslate2 4.8's own int8 conversion breaks this model (its
-output layer is the embedding matrix: translations turn to repeated words, BLEU 2.0 -> 0.1;
-OpenNMT/CTranslate2#847 reports the same of a fairseq model), while quantizing the float32 weights on
-load keeps BLEU (de-en 2.1 against 2.0 on the quickstart's test).
+output layer is the embedding matrix; translations turn to repeated words: en-de BLEU 2.15 -> 0.08
+on the ``--unsupervised`` quickstart's test; OpenNMT/CTranslate2#847 reports the same of a fairseq
+model), while quantizing the float32 weights on load keeps BLEU (2.20; de-en 3.06 against 2.93).
 """
 
 import itertools
@@ -195,12 +195,18 @@ def write_ctranslate2(
 # --------------------------------------------------------------------------------------------
 
 
+BATCH_HYPOTHESES = 40  # per CTranslate2 batch: at 128 x 3 on 2 cores, 8 sentences at beam 5 beat 16 by ~8 %
+# and 40 at beam 1 match 16 (bench/serving.py's model, int8)
+
+
+def batch_sentences(beam: int) -> int:
+    return max(1, BATCH_HYPOTHESES // beam)
+
+
 class CTranslate2Directions:
     """The CTranslate2 translators of a model directory, loaded on first use per direction. On CPU,
-    ``threads`` translators of one thread each work on batches of ``BATCH_SENTENCES`` in parallel
+    ``threads`` translators of one thread each work on batches of :func:`batch_sentences` in parallel
     (on 2 cores: 1.7x the sentences/s of one translator on two threads at int8, which oversubscribes)."""
-
-    BATCH_SENTENCES = 16
 
     def __init__(self, model_dir: str, device: str = "cpu", threads: int = 0):
         self.model_dir = model_dir
@@ -257,7 +263,7 @@ class CTranslate2Directions:
                 beam_size=beam,
                 max_decoding_length=limit,
                 max_input_length=0,  # cut above
-                max_batch_size=self.BATCH_SENTENCES,
+                max_batch_size=batch_sentences(beam),
                 **options,
             )
             for i, result in zip(indices, results):
