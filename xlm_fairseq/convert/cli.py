@@ -82,7 +82,9 @@ def convert_xlm_pth(
     check_out_dir(out, force, src)
     found = detect_source(src)
     if found.kind != XLM_PTH:
-        raise XLMUserError(f"{src}: not an original XLM checkpoint (keys model, params, dico_id2word)")
+        raise XLMUserError(
+            f"{src}: not an original XLM checkpoint (keys model or encoder/decoder, params, dico_id2word)"
+        )
     return write_fairseq_dir(read(found, langs, lowercase, codes), out, force)
 
 

@@ -44,11 +44,14 @@ def detect_source(src: str, hub_ids: bool = False) -> Found:
     if not _looks_like_torch_file(path):
         raise XLMUserError(f"{path}: not an XLM .pth nor an xlm_fairseq checkpoint (not a file torch.save writes)")
     ckpt = safe_load.load(path)  # a refused pickle or an unreadable file: one line naming it
-    if isinstance(ckpt, dict) and {"model", "params", "dico_id2word"} <= set(ckpt):
-        return Found(XLM_PTH, src, path, ckpt)
+    if isinstance(ckpt, dict) and {"params", "dico_id2word"} <= set(ckpt):
+        if "model" in ckpt or {"encoder", "decoder"} <= set(ckpt):  # an LM, or an MT model (encoder, decoder)
+            return Found(XLM_PTH, src, path, ckpt)
     if isinstance(ckpt, dict) and "model" in ckpt and ckpt.get("cfg"):
         return Found(OURS, src, path, ckpt)
-    raise XLMUserError(f"{path}: not an XLM .pth (keys model, params, dico_id2word) nor an xlm_fairseq checkpoint")
+    raise XLMUserError(
+        f"{path}: not an XLM .pth (keys model or encoder/decoder, params, dico_id2word) nor an xlm_fairseq checkpoint"
+    )
 
 
 def _looks_like_torch_file(path: str) -> bool:

@@ -38,6 +38,9 @@ class LM:
     codes: Optional[List[Tuple[str, str, int]]] = None
     spm_model: Optional[str] = None
     notes: List[str] = field(default_factory=list)
+    # a translation model (XLM's MT checkpoints): ``state`` also holds the decoder's parameters
+    # (``DECODER_PREFIX`` + XLM's names) and ``n_layers`` counts the encoder's; None: an LM
+    decoder_layers: Optional[int] = None
 
 
 def swap_permutation(n: int) -> torch.Tensor:

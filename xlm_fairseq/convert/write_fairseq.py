@@ -1,6 +1,7 @@
 """Write an :class:`~xlm_fairseq.convert.lm.LM` as an xlm_fairseq model directory: a
-``cross_lingual_lm`` / ``xlm_transformer`` checkpoint built the way fairseq builds one, with its
-dict.txt, BPE codes, text pipeline and a README; staged, so OUT_DIR is whole or not there."""
+``cross_lingual_lm`` (a translation model: ``translation_lm``) / ``xlm_transformer`` checkpoint built
+the way fairseq builds one, with its dict.txt, BPE codes, text pipeline and a README; staged, so
+OUT_DIR is whole or not there."""
 
 import contextlib
 import logging
@@ -17,7 +18,7 @@ from preprocess.subwords import write_bpe_codes
 from xlm_fairseq.convert.lm import LM
 from xlm_fairseq.data.dictionary import dictionary_digest, load_dictionary
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.models.xlm import LM_PREFIX
+from xlm_fairseq.models.xlm import DECODER_PREFIX, LM_PREFIX
 
 NOISY_LOGGERS = ("", "fairseq", "hydra", "xlm_fairseq")
 
@@ -47,7 +48,9 @@ def write_fairseq_dir(lm: LM, out_dir: str, force: bool = False) -> str:
             raise XLMUserError(f"{lm.path}: fairseq reads dict.txt back with a different size than {n_words}")
 
         shape = (lm.dim, lm.n_layers, lm.n_heads, lm.dropout, lm.attention_dropout, lm.max_positions)
-        cfg, task, model = build_fairseq_model(tmp, lm.langs, *shape, lm.sinusoidal, lm.use_lang_emb)
+        cfg, task, model = build_fairseq_model(
+            tmp, lm.langs, *shape, lm.sinusoidal, lm.use_lang_emb, decoder_layers=lm.decoder_layers
+        )
         if len(task.source_dictionary) != n_words:
             raise XLMUserError(
                 f"{lm.path}: the task's dictionary has {len(task.source_dictionary)} entries, the model {n_words}"
@@ -80,6 +83,7 @@ def write_fairseq_dir(lm: LM, out_dir: str, force: bool = False) -> str:
             "extra_state": {},
             # as a training checkpoint carries them
             "task_state": {
+                "langs": list(lm.langs),  # what fairseq-generate/-interactive build the model with
                 "text_pipeline": settings.to_dict(),
                 "dictionary_sha256": dictionary_digest(load_dictionary(os.path.join(tmp, DICT_FILE))),
             },
@@ -102,10 +106,11 @@ def build_fairseq_model(
     sinusoidal: bool,
     use_lang_emb: bool,
     ffn_dim: Optional[int] = None,
+    decoder_layers: Optional[int] = None,
 ):
     """The config fairseq-train makes of ``--task cross_lingual_lm --arch xlm_transformer`` with these
-    sizes (fairseq's defaults elsewhere), the task set up from it and the model the task builds.
-    Returns (cfg, task, model); data_dir must hold dict.txt."""
+    sizes (fairseq's defaults elsewhere; with ``decoder_layers`` ``--task translation_lm``), the task
+    set up from it and the model the task builds. Returns (cfg, task, model); data_dir must hold dict.txt."""
     from fairseq import tasks
     from fairseq.dataclass.configs import FairseqConfig
     from omegaconf import OmegaConf
@@ -113,15 +118,17 @@ def build_fairseq_model(
     import xlm_fairseq
     from xlm_fairseq.models.xlm import XLMConfig
     from xlm_fairseq.tasks.cross_lingual_lm import CrossLingualLMConfig
+    from xlm_fairseq.tasks.translation_lm import TranslationLMConfig
 
     ffn_dim = ffn_dim or 4 * dim
     # a translation_lm model initialised from this LM needs the same shape on both sides
+    layers = {"encoder": n_layers, "decoder": decoder_layers or n_layers}
     shape = {
         f"{side}_{name}": value
         for side in ("encoder", "decoder")
         for name, value in (
             ("embed_dim", dim),
-            ("layers", n_layers),
+            ("layers", layers[side]),
             ("attention_heads", n_heads),
             ("ffn_embed_dim", ffn_dim),
         )
@@ -135,7 +142,10 @@ def build_fairseq_model(
         sinusoidal_embeddings=bool(sinusoidal),
         no_lang_emb=not use_lang_emb,
     )
-    task_cfg = CrossLingualLMConfig(_name="cross_lingual_lm", data=data_dir, langs=",".join(langs))
+    if decoder_layers:
+        task_cfg = TranslationLMConfig(_name="translation_lm", data=data_dir, langs=",".join(langs))
+    else:
+        task_cfg = CrossLingualLMConfig(_name="cross_lingual_lm", data=data_dir, langs=",".join(langs))
     cfg = OmegaConf.structured(FairseqConfig)  # the groups fairseq fills in (common.seed, ...)
     cfg.common.user_dir = os.path.dirname(os.path.abspath(xlm_fairseq.__file__))
     cfg.task = OmegaConf.structured(task_cfg)  # task.seed is ${common.seed}
@@ -166,31 +176,42 @@ def _quiet():
 
 
 def _state_for(model, state: Dict[str, torch.Tensor], src: str) -> Dict[str, torch.Tensor]:
-    """``state`` (the LM's parameters, the tied output weight left out) as the model's state dict, checked."""
+    """``state`` (the stacks' parameters, each tied output weight left out) as the model's state dict, checked."""
     ours = model.state_dict()
-    tied = LM_PREFIX + "pred_layer.proj.weight"
-    expected = {k for k in ours if k.startswith(LM_PREFIX)}
-    missing = sorted(k[len(LM_PREFIX) :] for k in expected - set(state) - {tied})
-    unexpected = sorted(k[len(LM_PREFIX) :] for k in set(state) - expected)
+    stacks = (LM_PREFIX, DECODER_PREFIX)
+    tied = {
+        p + "pred_layer.proj.weight": p + "embeddings.weight" for p in stacks if p + "pred_layer.proj.weight" in ours
+    }
+    expected = {k for k in ours if k.startswith(stacks)}
+    missing = sorted(expected - set(state) - set(tied))
+    unexpected = sorted(set(state) - expected)
     if missing or unexpected:
         parts = []
         if missing:
             parts.append(f"missing {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
         if unexpected:
             parts.append(f"unexpected {', '.join(unexpected[:5])}{' ...' if len(unexpected) > 5 else ''}")
-        raise XLMUserError(f"{src}: parameters do not match an xlm_transformer LM ({'; '.join(parts)})")
+        kind = "translation model" if DECODER_PREFIX + "embeddings.weight" in ours else "LM"
+        raise XLMUserError(f"{src}: parameters do not match an xlm_transformer {kind} ({'; '.join(parts)})")
     checked = {}
     for name in expected:
-        value = state[LM_PREFIX + "embeddings.weight" if name == tied else name]
+        value = state[tied.get(name, name)]
         want = ours[name]
         if tuple(value.shape) != tuple(want.shape):
-            short = name[len(LM_PREFIX) :]
-            raise XLMUserError(f"{src}: {short} has shape {tuple(value.shape)}, the model expects {tuple(want.shape)}")
+            raise XLMUserError(f"{src}: {name} has shape {tuple(value.shape)}, the model expects {tuple(want.shape)}")
         checked[name] = value.detach().to(dtype=want.dtype).clone()
     return checked
 
 
 def _readme(lm: LM, have_codes: bool) -> List[str]:
+    task = "translation_lm" if lm.decoder_layers else "cross_lingual_lm"
+    use = (
+        "Use: `XLMModel.from_pretrained(THIS_DIR).translate(text, src=..., tgt=...)`, `fairseq-generate` / "
+        "`fairseq-interactive` with `--path THIS_DIR/model.pt`, or `fairseq-train --restore-file THIS_DIR/model.pt`."
+        if lm.decoder_layers
+        else "Use: `xlm_fairseq.models.xlm.XLMModel.from_pretrained(THIS_DIR)` or "
+        "`--pretrained-xlm-checkpoint THIS_DIR`."
+    )
     lines = [
         "# XLM model converted for xlm_fairseq",
         "",
@@ -198,12 +219,13 @@ def _readme(lm: LM, have_codes: bool) -> List[str]:
         f"Languages (id order): {', '.join(lm.langs)}. Vocabulary: {len(lm.words)} entries. "
         f"emb_dim {lm.dim}, {lm.n_layers} layers, {lm.n_heads} heads, "
         f"{'sinusoidal' if lm.sinusoidal else 'learned'} positions ({lm.max_positions}), "
-        f"language embeddings {'on' if lm.use_lang_emb else 'off'}.",
+        f"language embeddings {'on' if lm.use_lang_emb else 'off'}"
+        + (f"; a translation model, decoder of {lm.decoder_layers} layers." if lm.decoder_layers else "."),
         "",
-        f"Files: `{MODEL_FILE}` (fairseq checkpoint, `--task cross_lingual_lm --arch xlm_transformer`), "
+        f"Files: `{MODEL_FILE}` (fairseq checkpoint, `--task {task} --arch xlm_transformer`), "
         f"`{DICT_FILE}`, `{PIPELINE_FILE}`" + (f", `{BPE_CODES_FILE}`." if have_codes else "."),
         "",
-        "Use: `xlm_fairseq.models.xlm.XLMModel.from_pretrained(THIS_DIR)` or `--pretrained-xlm-checkpoint THIS_DIR`.",
+        use,
         "",
     ]
     if not have_codes:

@@ -9,6 +9,7 @@ from torch import Tensor
 from xlm_fairseq.errors import XLMUserError
 
 LM_PREFIX = "encoder.transformer."  # where the pretrained LM's parameters sit in a checkpoint's state dict
+DECODER_PREFIX = "decoder.transformer."  # where a translation model's decoder sits
 
 
 class XLMModelBase:

@@ -10,7 +10,7 @@ from fairseq.models import FairseqEncoderDecoderModel, register_model, register_
 
 from preprocess.langs import parse_langs
 from xlm_fairseq.errors import NOT_A_TRANSLATION_MODEL, XLMUserError
-from xlm_fairseq.models.base import LM_PREFIX, XLMModelBase  # noqa: F401  (LM_PREFIX: the converters')
+from xlm_fairseq.models.base import DECODER_PREFIX, LM_PREFIX, XLMModelBase  # noqa: F401  (prefixes: the converters')
 from xlm_fairseq.models.classifier import XLMClassificationModel
 from xlm_fairseq.models.config import XLMConfig
 from xlm_fairseq.models.fairseq_interfaces import XLMDecoder, XLMEncoder
