@@ -151,7 +151,7 @@ stage_preprocess() {
 
 # ---- 2. pretraining ---------------------------------------------------------------------------
 stage_pretrain() {
-  run_logged "$WORK/logs/pretrain.out" fairseq-train "$DATA" "${COMMON[@]}" "$WORK/logs/pretrain.log" --task cross_lingual_lm --langs de,en --mlm-steps en,de,en-de \
+  run_training "$WORK/logs/pretrain.log" "$PT_HOURS" '^mlm_(en|de)_fullmask_ppl$' "$WORK/logs/pretrain.out" fairseq-train "$DATA" "${COMMON[@]}" "$WORK/logs/pretrain.log" --task cross_lingual_lm --langs de,en --mlm-steps en,de,en-de \
     "${MODEL[@]}" "${PRETRAIN_SHAPE[@]}" --max-tokens 2048 "${PRETRAIN_OPTIM[@]}" \
     --max-update "$PT_UPDATES" --stop-time-hours "$PT_HOURS" --validate-interval-updates "$((VALID_EVERY * 2))" \
     --save-interval-updates "$((VALID_EVERY * 2))" --keep-interval-updates 1 --best-checkpoint-metric mlm_fullmask_ppl \
@@ -161,7 +161,7 @@ stage_pretrain() {
 
 # ---- 3. translation ---------------------------------------------------------------------------
 stage_translate() {
-  run_logged "$WORK/logs/translate.out" fairseq-train "$DATA" "${COMMON[@]}" "$WORK/logs/translate.log" --task translation_lm --langs de,en \
+  run_training "$WORK/logs/translate.log" "$MT_HOURS" '^bleu_(de-en|en-de)$' "$WORK/logs/translate.out" fairseq-train "$DATA" "${COMMON[@]}" "$WORK/logs/translate.log" --task translation_lm --langs de,en \
     "${OBJECTIVES[@]}" --word-shuffle 3 --word-dropout 0.1 --word-blank 0.1 \
     --pretrained-xlm-checkpoint "$WORK/checkpoints/pretrain/checkpoint_best.pt" \
     "${MODEL[@]}" "${TRANSLATE_DROPOUT[@]}" --max-tokens 2000 --max-sentence-len 100 "${TRANSLATE_OPTIM[@]}" \

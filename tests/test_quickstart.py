@@ -22,7 +22,10 @@ def _run(args, **kw):
 
 def _env():
     return dict(
-        os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", PYTHON=sys.executable
+        os.environ,
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        PYTHON=sys.executable,
+        XLM_FAIRSEQ_PROGRESS_SECONDS="3",  # a progress line every 3 s instead of every minute
     )
 
 
@@ -74,6 +77,8 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     assert "'dropout': 0.0, 'attention_dropout': 0.0," in pretrain_log
     assert "'dropout': 0.1, 'attention_dropout': 0.1," in (work / "logs" / "translate.log").read_text()
     assert "3/4 semi-supervised MT (MT on 1000 pairs + AE + back-translation" in proc.stdout  # says which ran
+    # never silent while a stage trains: the update and the budget left (recipes/lib/progress.py)
+    assert re.search(r"^   \d+ min: update \d+, \d+ of \d+ min left; loss ", proc.stdout, re.M), proc.stdout[-3000:]
     # ... and which of those trained (recipes/lib/trained.py reads the stage's log)
     assert re.search(r"^   trained to update \d+: MT de-en en-de, AE ", proc.stdout, re.M), proc.stdout[-3000:]
     assert "copy source" in proc.stdout and "recipes/ablation.sh" in proc.stdout

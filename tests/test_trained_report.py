@@ -35,3 +35,28 @@ def test_a_missing_log_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "recipes.lib.trained", tmp_path / "nope.log"],
                           capture_output=True, text=True, cwd=ROOT)  # fmt: skip
     assert proc.returncode == 1 and proc.stderr.strip() == f"trained: error: {tmp_path / 'nope.log'}: no such log file"
+
+
+def test_progress_lines_while_a_stage_trains(data_bin, tmp_path):
+    """recipes/lib/progress.py through the stage engine: while fairseq-train runs, a line every
+    XLM_FAIRSEQ_PROGRESS_SECONDS with the update and the budget left; from the finished log, the
+    validation metric asked for."""
+    import os
+    import re
+
+    from recipes.lib.progress import progress_line
+
+    log = tmp_path / "translate.log"
+    train = [sys.executable, "-m", "fairseq_cli.train", data_bin,
+             *UNMT_ARGS, "--langs", "de,en", "--mt-steps", "de-en", "--valid-lang-pairs", "de-en", "--max-update", "8",
+             "--validate-interval-updates", "8", "--log-interval", "1", "--no-save", "--log-file", log]  # fmt: skip
+    engine = [sys.executable, "-m", "recipes.lib.stages", "--recipe", "t", "run-logged", "--progress", log,
+              "--budget-hours", "0.5", "--metric", "^bleu_de-en$", tmp_path / "out.txt"]  # fmt: skip
+    env = dict(os.environ, XLM_FAIRSEQ_PROGRESS_SECONDS="0.5", PYTHONPATH=str(ROOT))
+    proc = subprocess.run([str(c) for c in engine + train], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [line for line in proc.stdout.splitlines() if re.match(r"   \d+ min: ", line)]
+    assert lines and all(re.search(r", \d+ of 30 min left", line) for line in lines), proc.stdout
+    assert any(re.search(r"update \d+, .*; loss [0-9.]+", line) for line in lines), proc.stdout
+    last = progress_line(log.read_text(), 120, 0.5, "^bleu_de-en$")
+    assert re.fullmatch(r"2 min: update 8, 28 of 30 min left; loss [0-9.]+; valid bleu_de-en [0-9.]+", last), last

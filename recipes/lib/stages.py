@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from preprocess.files import atomic_write
+from recipes.lib.progress import Progress, interval_seconds
 
 WARNING = re.compile(r"Warning|warn\(|deprecat")  # lines left out of a failed command's tail
 TAIL_LINES = 15
@@ -63,18 +64,26 @@ def log_tail(log, lines: int = TAIL_LINES) -> List[str]:
     return [line for line in text.splitlines() if not WARNING.search(line)][-lines:]
 
 
-def run_logged(name: str, cmd: Sequence, log, env=None, cwd=None):
+def run_logged(name: str, cmd: Sequence, log, env=None, cwd=None, progress=None):
     """``cmd`` (its parts made strings), stdout and stderr into ``log``; on failure one error line,
-    the log's last lines, and exit status 1."""
+    the log's last lines, and exit status 1. ``progress`` (``progress.Progress``) is called every
+    ``progress.interval_seconds()`` while it runs."""
     cmd = [str(c) for c in cmd]
     tool = Path(cmd[0]).name
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     try:
         with open(log, "w", encoding="utf-8") as out:
-            status = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd).returncode
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+            while True:
+                try:
+                    status = proc.wait(timeout=interval_seconds() if progress else None)
+                    break
+                except subprocess.TimeoutExpired:
+                    progress()
     except FileNotFoundError:
         fail(name, f"'{tool}' not found (is the environment of the README on PATH?)")
     except KeyboardInterrupt:
+        proc.terminate()
         raise SystemExit(130)
     if status != 0:
         print(f"{name}: error: '{tool}' failed; last lines of {log}:", file=sys.stderr)
@@ -266,6 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
                           ("require", "every stage before ID finished (--stage ID)")):  # fmt: skip
         sub.add_parser(command, help=text).add_argument("id", metavar="ID")
     s = sub.add_parser("run-logged", help="run CMD with its output into LOG; on failure its tail")
+    s.add_argument("--progress", metavar="TRAIN_LOG", help="a line about once a minute from this fairseq --log-file")
+    s.add_argument("--budget-hours", type=float, help="the stage's wall-time budget, for --progress")
+    s.add_argument("--metric", default="(?!)", help="regular expression of the validation keys --progress shows")
     s.add_argument("log", metavar="LOG")
     s.add_argument("cmd", nargs=argparse.REMAINDER, metavar="CMD")
     s = sub.add_parser("write-output", help="CMD's stdout into FILE, whole and only on success; then shown")
@@ -277,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run-logged":
-        run_logged(args.recipe, args.cmd, args.log)
+        progress = Progress(args.progress, args.budget_hours, args.metric) if args.progress else None
+        run_logged(args.recipe, args.cmd, args.log, progress=progress)
         return 0
     if args.command == "write-output":
         return write_output(args.file, args.cmd)

@@ -129,6 +129,19 @@ run_logged() {
   fi
 }
 
+# run_training TRAIN_LOG BUDGET_HOURS METRIC LOG CMD...: run_logged, printing about once a minute the
+# update, the minutes left of BUDGET_HOURS and the last validation's METRIC keys from fairseq's
+# --log-file TRAIN_LOG (recipes/lib/progress.py)
+run_training() {
+  local train_log=$1 hours=$2 metric=$3 log=$4
+  shift 4
+  if [[ $DRY_RUN == 1 ]]; then
+    run_logged "$log" "$@"
+  else
+    engine run-logged --progress "$train_log" --budget-hours "$hours" --metric "$metric" "$log" "$@"
+  fi
+}
+
 # ------------------------------------------------------------------------------------------------
 # stages (the markers: recipes/lib/stages.py)
 # ------------------------------------------------------------------------------------------------
