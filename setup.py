@@ -24,6 +24,7 @@ setup(
     extras_require={
         # serving translators (xlm-fairseq-export --ctranslate2); its 4.x model format and spec API
         "ctranslate2": ["ctranslate2>=4.0,<5"],
+        "figures": ["matplotlib"],  # the recipes' PNG figures (recipes/lib/figures.py)
         "test": [
             "pytest",
             "transformers>=4.30",

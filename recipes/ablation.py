@@ -37,6 +37,7 @@ from pathlib import Path
 
 from preprocess.errors import ArgumentParser
 from preprocess.files import file_sha256, staged_dir
+from recipes.lib import figures
 from recipes.lib.driver import Driver, add_shared_data_option, check_shared_data
 from recipes.lib.experiments import (
     BIN,
@@ -322,6 +323,9 @@ class Ablation(Driver):
             results[name] = {"train": self.train(name, spec), "eval": self.evaluate(name, spec)}
             write_json(self.results_path, results, indent=1)
         self.publish(self.work, self.report(results))
+        figure = figures.ablation(self.work, results)
+        if figure is not None:
+            self.log(f"figure: {figure}")
 
 
 def main(argv=None):

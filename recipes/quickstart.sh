@@ -252,3 +252,4 @@ echo
 echo "data-bin:    $DATA"
 echo "checkpoints: $WORK/checkpoints/{pretrain,translate}"
 echo "outputs:     $WORK/out/ (fairseq-generate output, hypotheses, BLEU per test set), logs: $WORK/logs"
+[[ $DRY_RUN == 1 ]] || "$PY" -m recipes.lib.figures quickstart "$WORK"

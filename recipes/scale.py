@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from preprocess.errors import ArgumentParser
+from recipes.lib import figures
 from recipes.lib.driver import Driver, add_shared_data_option, check_shared_data
 from recipes.lib.experiments import BIN, Measure, checkpoint_updates, copy_bleu, model_args, train_args
 from recipes.lib.stages import copy_file, write_json
@@ -359,6 +360,9 @@ class Sweep(Driver):
             results["test_lines"] = len((self.raw / "test.en-de.de").read_text(encoding="utf-8").splitlines())
             write_json(self.results_path, results, indent=1)
         self.publish(self.work, self.report(results))
+        figure = figures.scale(self.work, results)
+        if figure is not None:
+            self.log(f"figure: {figure}")
 
 
 def main(argv=None):

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One-shot, idempotent set-up: .venv with torch 2.13.0 (CPU), fairseq, and this package (editable, test extra).
+# One-shot, idempotent set-up: .venv with torch 2.13.0 (CPU), fairseq, and this package (editable, test and
+# figures extras).
 # fairseq-fixed is built from source once (its build needs torch, hence --no-build-isolation) and the
 # wheel is cached in $XLM_FAIRSEQ_WHEELS (default ~/.cache/xlm-fairseq/wheels).
 set -euo pipefail
@@ -31,6 +32,6 @@ if ! ls "$WHEELS"/$fairseq_glob >/dev/null 2>&1; then
   pip wheel -q --no-build-isolation --no-deps -w "$WHEELS" "$fairseq_req"
 fi
 pip install -q "$WHEELS"/$fairseq_glob
-pip install -q -e ".[test]"
+pip install -q -e ".[test,figures]"
 echo "$want" > "$stamp"
 echo "setup: done in $(( $(date +%s) - start ))s ($VENV)"

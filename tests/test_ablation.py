@@ -71,6 +71,7 @@ def test_ablation_quick_runs_every_kind_of_run(tmp_path):
     assert "'dropout': 0.0," in pretrain_log and "'attention_dropout': 0.0," in pretrain_log
     assert "'dropout': 0.1," in (tmp_path / "w" / "checkpoints" / "unmt_mlm_tlm" / "train.log").read_text()
     table = (tmp_path / "w" / "results.md").read_text()
+    assert (tmp_path / "w" / "figures" / "ablation.png").stat().st_size > 1000  # BLEU per run beside copying
     assert "0.0007 MT" in table and "| pretrain_mlm_tlm |" in table and "| copy the source |" in table
     assert "| unmt_mlm_tlm | mlm_tlm | xlm |" in table and "| fairseq_transformer_de-en |" in table
     assert "| sup_random_summed | random | summed |" in table

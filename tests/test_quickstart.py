@@ -78,7 +78,7 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     assert "'dropout': 0.1, 'attention_dropout': 0.1," in (work / "logs" / "translate.log").read_text()
     assert "3/4 semi-supervised MT (MT on 1000 pairs + AE + back-translation" in proc.stdout  # says which ran
     # never silent while a stage trains: the update and the budget left (recipes/lib/progress.py)
-    assert re.search(r"^   \d+ min: update \d+, \d+ of \d+ min left; loss ", proc.stdout, re.M), proc.stdout[-3000:]
+    assert re.search(r"^   \d+ min: update \d+, \d+ of \d+ min left; ", proc.stdout, re.M), proc.stdout[-3000:]
     # ... and which of those trained (recipes/lib/trained.py reads the stage's log)
     assert re.search(r"^   trained to update \d+: MT de-en en-de, AE ", proc.stdout, re.M), proc.stdout[-3000:]
     assert "copy source" in proc.stdout and "recipes/ablation.sh" in proc.stdout
@@ -92,6 +92,8 @@ def test_quickstart_tiny_end_to_end(tmp_path):
             assert row[0][2:] == [f"{bleu}", f"{copy}", f"{bleu - copy:+.1f}"]
             hyps = (work / "out" / test_set / f"hyp.{direction}.txt").read_text(encoding="utf-8").splitlines()
             assert len(hyps) == lines
+    assert f"figure:      {work}/figures/quickstart.png" in proc.stdout
+    assert (work / "figures" / "quickstart.png").stat().st_size > 1000
     # the exported model translates without the data-bin, as the report says
     line = next(r for r in proc.stdout.splitlines() if "XLMModel.from_pretrained" in r)
     assert f'from_pretrained("{work}/model")' in line

@@ -55,6 +55,7 @@ def test_scale_quick_pretrains_scores_and_translates(tmp_path):
             bleu = sacrebleu.corpus_bleu([hyps[i] for i in range(len(refs))], [refs]).score
             assert point[d]["bleu"] == round(bleu, 2) and point[d]["ref_logprob"] < 0
     table = (work / "results.md").read_text()
+    assert (work / "figures" / "scale.png").stat().st_size > 1000  # perplexity and probe against CPU-minutes
     assert "| d64_l2 | dim 64, layers 2, ffn 256 |" in table and "| sup | stream64_dropout0@0.4 | sup |" in table
     assert "copying the source scores" in table
     # a re-run skips what is done; a bad --lm is one line

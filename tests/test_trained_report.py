@@ -58,5 +58,10 @@ def test_progress_lines_while_a_stage_trains(data_bin, tmp_path):
     lines = [line for line in proc.stdout.splitlines() if re.match(r"   \d+ min: ", line)]
     assert lines and all(re.search(r", \d+ of 30 min left", line) for line in lines), proc.stdout
     assert any(re.search(r"update \d+, .*; loss [0-9.]+", line) for line in lines), proc.stdout
+    # and the figures' reading of it (recipes/lib/figures.py): one validation, at the last wall clock
+    from recipes.lib.figures import validation_curves
+
+    curves = validation_curves(log.read_text(), "^bleu_de-en$")
+    assert list(curves) == ["bleu_de-en"] and len(curves["bleu_de-en"]) == 1 and curves["bleu_de-en"][0][0] > 0
     last = progress_line(log.read_text(), 120, 0.5, "^bleu_de-en$")
     assert re.fullmatch(r"2 min: update 8, 28 of 30 min left; loss [0-9.]+; valid bleu_de-en [0-9.]+", last), last

@@ -11,13 +11,22 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Optional
 
 from recipes.lib.trained import UPDATES, VALIDATION
 
-# ``| key value`` (simple format) or ``"key": "value"`` (json, where fairseq prefixes valid_/train_)
-FIELD = re.compile(r"\| ([A-Za-z0-9_][A-Za-z0-9_.-]*) (-?[0-9][0-9.]*)(?= \||$)")
-JSON_FIELD = re.compile(r'"(?:valid_|train_)?([A-Za-z0-9_][A-Za-z0-9_.-]*)": "?(-?[0-9][0-9.]*)"?[,}]')
+# fairseq's simple format (``| key value`` at epoch ends and validations, ``key=value, ...`` every
+# --log-interval) or json (``"key": "value"``, where fairseq prefixes valid_/train_)
+FORMATS = (
+    re.compile(r"\| ([A-Za-z0-9_][A-Za-z0-9_.-]*) (-?[0-9][0-9.]*)(?= \||$)"),
+    re.compile(r"(?:^|[ ,])([A-Za-z0-9_][A-Za-z0-9_.-]*)=(-?[0-9][0-9.]*)(?=,|$)"),
+    re.compile(r'"(?:valid_|train_)?([A-Za-z0-9_][A-Za-z0-9_.-]*)": "?(-?[0-9][0-9.]*)"?[,}]'),
+)
+
+
+def fields(line: str) -> Dict[str, str]:
+    """The numeric fields of one fairseq log line, in whichever of its formats."""
+    return dict(next((found for found in (f.findall(line) for f in FORMATS) if found), []))
 
 
 def interval_seconds() -> float:
@@ -29,14 +38,15 @@ def progress_line(log_text: str, elapsed: float, budget_hours: Optional[float], 
     last validation's METRIC fields."""
     updates, loss, valid = None, None, {}
     for line in log_text.splitlines():
-        fields = dict(FIELD.findall(line) or JSON_FIELD.findall(line))
+        found, logged = fields(line), UPDATES.search(line)
+        if logged:  # training and validation lines both say the update
+            updates = int(logged.group(1))
         if VALIDATION.search(line):
-            shown = {k: v for k, v in fields.items() if re.search(metric, k)}
-            valid = shown or valid
-        elif UPDATES.search(line):
-            updates, loss = int(UPDATES.search(line).group(1)), fields.get("loss", loss)
+            valid = {k: v for k, v in found.items() if re.search(metric, k)} or valid
+        elif logged:
+            loss = found.get("loss", loss)
     minutes = elapsed / 60
-    parts = [f"{minutes:.0f} min: " + (f"update {updates}" if updates is not None else "starting")]
+    parts = [f"{minutes:.0f} min: " + (f"update {updates}" if updates is not None else "no update logged yet")]
     if budget_hours:
         budget = budget_hours * 60
         parts[0] += f", {max(budget - minutes, 0):.0f} of {budget:.0f} min left"

@@ -1,0 +1,143 @@
+"""PNG figures beside the recipes' tables, drawn with matplotlib (the package's ``[figures]`` extra,
+which ``scripts/setup.sh`` installs); without it a recipe says so in one line and goes on.
+
+    python -m recipes.lib.figures quickstart WORK   # WORK/figures/quickstart.png
+
+* quickstart: full-mask perplexity (en, de) against minutes of pretraining, validation BLEU
+  (de-en, en-de) against minutes of translation, beside copying the source; from the stages' fairseq
+  logs (the wall clock of the training line before each validation);
+* ablation: test BLEU per run, both directions, beside copying (``results.json``);
+* scale: full-mask perplexity and the contextual lexicon probe against CPU-minutes, one line per
+  pretraining configuration (``results.json``)."""
+
+import re
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from recipes.lib.progress import fields
+from recipes.lib.trained import UPDATES, VALIDATION
+
+Curve = List[Tuple[float, float]]
+
+
+def pyplot():
+    """matplotlib's pyplot without a display, or None (with one line saying how to get it)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("figures:     none, matplotlib is not installed (pip install matplotlib, or bash scripts/setup.sh)")
+        return None
+    return plt
+
+
+def validation_curves(log_text: str, metric: str) -> Dict[str, Curve]:
+    """{validation key matching ``metric``: [(minutes, value)]} from a fairseq log; the minutes are
+    the ``wall`` of the last training line before each validation."""
+    curves: Dict[str, Curve] = {}
+    wall = 0.0
+    for line in log_text.splitlines():
+        found = fields(line)
+        if VALIDATION.search(line):
+            for key, value in found.items():
+                point = (wall / 60, float(value))
+                # fairseq writes a validation line to the log file twice when it also prints it
+                if re.search(metric, key) and curves.get(key, [None])[-1] != point:
+                    curves.setdefault(key, []).append(point)
+        elif UPDATES.search(line) and "wall" in found:
+            wall = float(found["wall"])
+    return curves
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path
+
+
+def quickstart(work: Path) -> Optional[Path]:
+    plt = pyplot()
+    if plt is None:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for axis, stage, metric, title in (
+        (left, "pretrain", r"^mlm_(en|de)_fullmask_ppl$", "pretraining: full-mask perplexity"),
+        (right, "translate", r"^bleu_(de-en|en-de)$", "translation: validation BLEU"),
+    ):
+        log = work / "logs" / f"{stage}.log"
+        curves = validation_curves(log.read_text(encoding="utf-8", errors="replace"), metric) if log.is_file() else {}
+        for key, points in sorted(curves.items()):
+            axis.plot(*zip(*points), marker="o", markersize=3, label=key)
+        axis.set_title(title)
+        axis.set_xlabel("minutes")
+    left.set_yscale("log")
+    for direction, style in (("de-en", "--"), ("en-de", ":")):
+        copy = work / "out" / "docs" / f"copy.{direction}.txt"
+        if copy.is_file():
+            label = f"copy source {direction} (test)"
+            right.axhline(float(copy.read_text()), color="grey", linestyle=style, label=label)
+    for axis in (left, right):
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=8)
+    return _save(fig, work / "figures" / "quickstart.png")
+
+
+def ablation(work: Path, results: dict) -> Optional[Path]:
+    plt = pyplot()
+    if plt is None:
+        return None
+    runs = [n for n, r in results.items() if isinstance(r, dict) and "bleu" in str(r.get("eval", {}))]
+    directions = ("de-en", "en-de")
+    fig, axis = plt.subplots(figsize=(max(6, 1.2 * len(runs) + 2), 4))
+    width = 0.4
+    for k, direction in enumerate(directions):
+        values = [float(results[n]["eval"].get(direction, {}).get("bleu", 0) or 0) for n in runs]
+        axis.bar([i + (k - 0.5) * width for i in range(len(runs))], values, width, label=f"BLEU {direction}")
+    copy = results.get("copy_bleu") or {}
+    for direction, style in zip(directions, ("--", ":")):
+        if direction in copy:
+            axis.axhline(float(copy[direction]), color="grey", linestyle=style, label=f"copy source {direction}")
+    axis.set_xticks(range(len(runs)), runs, rotation=30, ha="right", fontsize=8)
+    axis.set_ylabel("BLEU")
+    axis.legend(fontsize=8)
+    return _save(fig, work / "figures" / "ablation.png")
+
+
+def scale(work: Path, results: dict) -> Optional[Path]:
+    plt = pyplot()
+    if plt is None:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for name, entry in (results.get("pretrain") or {}).items():
+        points = sorted((float(b), p) for b, p in entry.get("budgets", {}).items())
+        if not points:
+            continue
+        minutes = [m for m, _ in points]
+        ppl = [sum(p["lm"][x]["fullmask_ppl"] for x in ("en", "de")) / 2 for _, p in points]
+        probe = [p["probe"]["contextual"]["nn_p@1"] for _, p in points]
+        left.plot(minutes, ppl, marker="o", label=name)
+        right.plot(minutes, probe, marker="o", label=name)
+    left.set(title="full-mask perplexity (mean of en, de)", xlabel="CPU-minutes", yscale="log")
+    right.set(title="lexicon probe de→en, contextual P@1 (%)", xlabel="CPU-minutes")
+    for axis in (left, right):
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=7)
+    return _save(fig, work / "figures" / "scale.png")
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2 or argv[0] != "quickstart":
+        sys.exit("usage: python -m recipes.lib.figures quickstart WORK")
+    path = quickstart(Path(argv[1]))
+    if path is not None:
+        print(f"figure:      {path} (perplexity and validation BLEU against minutes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
