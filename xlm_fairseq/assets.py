@@ -18,7 +18,7 @@ from fairseq.data import Dictionary
 from preprocess.langs import parse_langs
 from preprocess.layout import DICT_FILE, MODEL_FILE
 from preprocess.pipeline import PipelineSettings, TextPipeline, load_pipeline, read_settings, restore_subword_model
-from xlm_fairseq.data.dictionary import dictionary_from_state, load_dictionary
+from xlm_fairseq.data.dictionary import data_shards, dictionary_from_state, load_dictionary
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LM_PREFIX
 from xlm_fairseq.patches import safe_load
@@ -96,7 +96,7 @@ class PretrainedCheckpoint:
     @property
     def data_bin(self) -> str:
         """The data-bin it was trained on, as its config names it ('' when none)."""
-        return str(self.task_cfg.get("data") or "").split(os.pathsep)[0]
+        return data_shards(str(self.task_cfg.get("data") or ""))[0]
 
     @property
     def langs(self) -> List[str]:

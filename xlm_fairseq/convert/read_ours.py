@@ -9,6 +9,7 @@ from preprocess.layout import FAIRSEQ_SYMBOLS
 from preprocess.subwords import parse_bpe_codes
 from xlm_fairseq.assets import ModelAssets
 from xlm_fairseq.convert.lm import LM
+from xlm_fairseq.data.dictionary import data_shards
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LM_PREFIX
 
@@ -27,7 +28,7 @@ def read_ours(src: str, ckpt: dict) -> LM:
             f"{src}: no LM output layer (a translation model?); only cross_lingual_lm checkpoints export"
         )
     state.pop(LM_PREFIX + "pred_layer.proj.weight", None)  # tied to the embeddings
-    data_bin = str(task_cfg.get("data") or "").split(os.pathsep)[0]
+    data_bin = data_shards(str(task_cfg.get("data") or ""))[0]
     assets = ModelAssets(ckpt.get("task_state"), [os.path.dirname(os.path.abspath(src)), data_bin], src)
     dictionary, _ = assets.dictionary()
     if dictionary is None:

@@ -56,8 +56,8 @@ def _other_layout(directory: str) -> Optional[str]:
 
 
 def load_data_bin_dictionary(data: str) -> Dictionary:
-    """The data-bin's shared ``dict.txt``; a directory in another layout is named as such."""
-    directory = data.split(os.pathsep)[0]
+    """The data-bin's shared ``dict.txt`` (of the first shard); a directory in another layout is named as such."""
+    directory = data_shards(data)[0]
     path = os.path.join(directory, DICT_FILE)
     if not os.path.isfile(path):
         raise XLMUserError(
@@ -76,8 +76,28 @@ def load_data_bin_dictionary(data: str) -> Dictionary:
     return load_dictionary(path)
 
 
+def data_shards(data: str) -> List[str]:
+    """The directories of DATA: fairseq's ``DATA1:DATA2:...``, one per epoch of training in turn
+    (valid and test from the first); a single data-bin is one."""
+    return [d for d in data.split(os.pathsep) if d] or [data]
+
+
+def check_shards_agree(data: str, dictionary: Dictionary) -> None:
+    """Every shard of DATA holds the first one's dictionary (same symbols, same order): a shard
+    binarised with another would feed the model other words under the same ids."""
+    first = data_shards(data)[0]
+    for shard in data_shards(data)[1:]:
+        other = load_data_bin_dictionary(shard)
+        if dictionary_digest(other) != dictionary_digest(dictionary):
+            raise XLMUserError(
+                f"{os.path.join(shard, DICT_FILE)}: not the dictionary of {os.path.join(first, DICT_FILE)} "
+                f"({len(other)} vs {len(dictionary)} types, or another order); binarise every shard with the "
+                "first one's: preprocess.prepare SHARD --spm-model FIRST/spm.model --dict FIRST/dict.txt ..."
+            )
+
+
 def dictionary_may_come_later(data: str) -> bool:
     """DATA holds no dictionary at all (a model directory, an empty one): the dictionary may come with
     the checkpoint that is loaded next (fairseq-interactive, the hub); training still stops on it."""
-    directory = data.split(os.pathsep)[0]
+    directory = data_shards(data)[0]
     return not os.path.isfile(os.path.join(directory, DICT_FILE)) and _other_layout(directory) is None

@@ -22,6 +22,8 @@ from preprocess.pipeline import (
 )
 from xlm_fairseq.assets import ModelAssets, init_from_lm
 from xlm_fairseq.data.dictionary import (
+    check_shards_agree,
+    data_shards,
     dictionary_digest,
     dictionary_may_come_later,
     dictionary_to_state,
@@ -139,7 +141,7 @@ class XLMDataTask(FairseqTask):
 
     @property
     def data_dir(self) -> str:
-        return self.cfg.data.split(os.pathsep)[0]
+        return data_shards(self.cfg.data)[0]
 
     def _data_pipeline_settings(self) -> Optional[dict]:
         settings = read_settings(self.data_dir) if os.path.isdir(self.data_dir) else None
@@ -188,7 +190,9 @@ class XLMDataTask(FairseqTask):
         dictionary = None
         if not dictionary_may_come_later(cfg.data):
             dictionary = load_data_bin_dictionary(cfg.data)
-            logger.info(f"dictionary: {len(dictionary)} types")
+            check_shards_agree(cfg.data, dictionary)
+            shards = len(data_shards(cfg.data))
+            logger.info(f"dictionary: {len(dictionary)} types" + (f"; {shards} shards" if shards > 1 else ""))
         task = cls(cfg, dictionary)
         task.state.text_pipeline  # read now: a bad text_pipeline.json fails before training starts
         return task
@@ -201,19 +205,25 @@ class XLMDataTask(FairseqTask):
     def target_dictionary(self):
         return self.dictionary
 
-    def _path(self, split, name):
-        return os.path.join(self.data_dir, f"{split}.{name}")
+    def shard_dir(self, split: str, epoch: int = 1) -> str:
+        """Where ``split`` is read in ``epoch``: with ``DATA1:DATA2:...`` the training data of epoch k
+        from shard (k - 1) mod n, as fairseq's translation tasks read it; valid and test from the first."""
+        shards = data_shards(self.cfg.data)
+        return shards[(epoch - 1) % len(shards)] if split == "train" else shards[0]
+
+    def _path(self, split, name, epoch=1):
+        return os.path.join(self.shard_dir(split, epoch), f"{split}.{name}")
 
     def _load(self, path):
         return data_utils.load_indexed_dataset(path, self.dictionary, combine=False)
 
-    def _pair_datasets(self, split, a, b):
+    def _pair_datasets(self, split, a, b, epoch=1):
         """Parallel data of a and b, stored as {split}.{x}-{y}.{lang} in either order."""
         for x, y in sorted({(a, b), (b, a)}):
-            prefix = self._path(split, f"{x}-{y}")
+            prefix = self._path(split, f"{x}-{y}", epoch)
             if indexed_dataset.dataset_exists(f"{prefix}.{a}", impl="mmap"):
                 return self._load(f"{prefix}.{a}"), self._load(f"{prefix}.{b}"), f"{prefix}.{a}"
-        return None, None, self._path(split, f"{min(a, b)}-{max(a, b)}.{a}")
+        return None, None, self._path(split, f"{min(a, b)}-{max(a, b)}.{a}", epoch)
 
     def build_criterion(self, cfg):
         """The task brings its own loss: ``--criterion`` may be left out (fairseq then passes its

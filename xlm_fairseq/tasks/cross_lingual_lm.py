@@ -129,7 +129,7 @@ class XLMCrossLingualLMTask(XLMTask):
         for (a, b), key in zip(self.mlm_steps + self.clm_steps, self.objective_keys()):
             objective = "clm" if Objective.parse(key).family == "clm" else "mlm"
             if b is None:
-                path = self._path(split, a)
+                path = self._path(split, a, epoch)
                 mono = self._load(path)
                 if mono is None:
                     missing.append(path)
@@ -140,7 +140,7 @@ class XLMCrossLingualLMTask(XLMTask):
                 )
                 size = len(mono)
             else:
-                d1, d2, path = self._pair_datasets(split, a, b)
+                d1, d2, path = self._pair_datasets(split, a, b, epoch)
                 if d1 is None or d2 is None:
                     missing.append(path)
                     continue

@@ -128,10 +128,10 @@ class TranslationLMTask(XLMTask):
 
     # ---- data ----------------------------------------------------------------------------
 
-    def _mono(self, split, lang):
-        ds = self._load(self._path(split, lang))
+    def _mono(self, split, lang, epoch=1):
+        ds = self._load(self._path(split, lang, epoch))
         if ds is None:
-            raise XLMUserError(f"missing monolingual data {self._path(split, lang)}.bin")
+            raise XLMUserError(f"missing monolingual data {self._path(split, lang, epoch)}.bin")
         return ds
 
     def _pair(self, src, tgt, src_ds, tgt_ds, src_id=None, tgt_id=None, noisy=False):
@@ -162,8 +162,8 @@ class TranslationLMTask(XLMTask):
             pair, self.lang2id[src] if src_id is None else src_id, self.lang2id[tgt] if tgt_id is None else tgt_id
         )
 
-    def direction_dataset(self, split, src, tgt):
-        d_src, d_tgt, path = self._pair_datasets(split, src, tgt)
+    def direction_dataset(self, split, src, tgt, epoch=1):
+        d_src, d_tgt, path = self._pair_datasets(split, src, tgt, epoch)
         if d_src is None:
             raise XLMUserError(f"no parallel {split} data for {src}-{tgt} (looked for {path}.bin)")
         return self._pair(src, tgt, d_src, d_tgt)
@@ -184,13 +184,13 @@ class TranslationLMTask(XLMTask):
         datasets = OrderedDict()
         if split == "train":
             for lang in OrderedDict.fromkeys(step[0] for step in self.ae_steps):
-                mono = self._mono(split, lang)
+                mono = self._mono(split, lang, epoch)
                 datasets[Objective("ae", (lang,)).key] = self._pair(lang, lang, mono, mono, noisy=True)
             for a, b, c in self.bt_steps:
-                mono = self._mono(split, a)  # generation batch: a -> b; the training batch is built later
+                mono = self._mono(split, a, epoch)  # generation batch: a -> b; the training batch is built later
                 datasets[Objective("bt", (a, b, a)).key] = self._pair(a, a, mono, mono, tgt_id=self.lang2id[b])
             for a, b in self.mt_steps:
-                datasets[Objective("mt", (a, b)).key] = self.direction_dataset(split, a, b)
+                datasets[Objective("mt", (a, b)).key] = self.direction_dataset(split, a, b, epoch)
             if not datasets:
                 raise XLMUserError("nothing to train: give --ae-steps, --bt-steps and/or --mt-steps")
         else:
