@@ -1,5 +1,6 @@
 """Using trained models: the hubs (features, translate, classify), export of a self-contained model
-directory, and batch classification from the command line."""
+directory (with CTranslate2 translators: ``ctranslate2_models.py``), and batch classification from
+the command line."""
 
 from xlm_fairseq.inference.classification_hub import XLMClassificationHubInterface
 from xlm_fairseq.inference.hub import XLMHubInterface, is_classifier, is_translation_model, load_checkpoint
