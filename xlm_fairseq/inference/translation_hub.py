@@ -94,8 +94,9 @@ class XLMTranslationHubInterface(GeneratorHubInterface):
         blank string translates to "". ``engine``: ``"ctranslate2"``, the default where the model
         directory holds a CTranslate2 model of the direction (``xlm-fairseq-export --ctranslate2``),
         takes ``beam``, ``max_len_a``, ``max_len_b``, ``min_len``, ``lenpen``, ``no_repeat_ngram_size``
-        and gives fairseq's translations (float32 weights); ``"fairseq"`` (fairseq's
-        ``SequenceGenerator``) takes every generation option."""
+        and in float32 gives fairseq's tokens (greedy, and beam search at ``lenpen=0``; with length
+        normalisation nearly always: ``ctranslate2_models.py`` says where they can part);
+        ``"fairseq"`` (fairseq's ``SequenceGenerator``) takes every generation option."""
         with self.direction(src, tgt):
             src, tgt = self.task.cfg.source_lang, self.task.cfg.target_lang
             if self._engine(engine, src, tgt) == "fairseq":
