@@ -16,6 +16,12 @@ fairseq's ``SequenceGenerator`` (its output bias is set far below any logit). A 
 
 The pieces come from the model's text pipeline (``XLMModel.from_pretrained(OUT).translate`` runs it).
 
+In float32 the tokens are fairseq's for greedy search and for beam search without length
+normalisation. With it (``lenpen`` 1) they can part: CTranslate2 bans ``</s>`` at the first step
+before the softmax, fairseq after it, so every hypothesis's score differs by log(1 - p(``</s>``)) at
+that step, which does not reorder sums but can reorder means of different lengths (499 of 500
+sentences equal on the quickstart's test).
+
 Quantization happens when a model is loaded: the weights are stored in float32 and
 ``OUT/ctranslate2/settings.json`` names the compute type (``int8``: pass ``compute_type="int8"`` to
 ``ctranslate2.Translator`` yourself). CTranslate2 4.8's own int8 conversion breaks this model (its
