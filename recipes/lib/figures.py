@@ -52,6 +52,20 @@ def validation_curves(log_text: str, metric: str) -> Dict[str, Curve]:
     return curves
 
 
+def _copy_baselines(axis, copies: Dict[str, float], suffix: str = "") -> None:
+    """Dashed (de-en) and dotted (en-de) lines at the BLEU of copying the source."""
+    for direction, style in (("de-en", "--"), ("en-de", ":")):
+        if direction in copies:
+            label = f"copy source {direction}{suffix}"
+            axis.axhline(float(copies[direction]), color="grey", linestyle=style, label=label)
+
+
+def _legends(*axes, fontsize: int = 8) -> None:
+    for axis in axes:
+        if axis.get_legend_handles_labels()[0]:
+            axis.legend(fontsize=fontsize)
+
+
 def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -75,14 +89,11 @@ def quickstart(work: Path) -> Optional[Path]:
         axis.set_title(title)
         axis.set_xlabel("minutes")
     left.set_yscale("log")
-    for direction, style in (("de-en", "--"), ("en-de", ":")):
-        copy = work / "out" / "docs" / f"copy.{direction}.txt"
-        if copy.is_file():
-            label = f"copy source {direction} (test)"
-            right.axhline(float(copy.read_text()), color="grey", linestyle=style, label=label)
-    for axis in (left, right):
-        if axis.get_legend_handles_labels()[0]:
-            axis.legend(fontsize=8)
+    copies = {
+        d: float(f.read_text()) for d in ("de-en", "en-de") if (f := work / "out" / "docs" / f"copy.{d}.txt").is_file()
+    }
+    _copy_baselines(right, copies, " (test)")
+    _legends(left, right)
     return _save(fig, work / "figures" / "quickstart.png")
 
 
@@ -90,17 +101,15 @@ def ablation(work: Path, results: dict) -> Optional[Path]:
     plt = pyplot()
     if plt is None:
         return None
-    runs = [n for n, r in results.items() if isinstance(r, dict) and "bleu" in str(r.get("eval", {}))]
     directions = ("de-en", "en-de")
+    # the translation runs: their evaluation has a direction (the LMs' has perplexities and probes)
+    runs = [n for n, r in results.items() if isinstance(r, dict) and any(d in r.get("eval", {}) for d in directions)]
     fig, axis = plt.subplots(figsize=(max(6, 1.2 * len(runs) + 2), 4))
     width = 0.4
     for k, direction in enumerate(directions):
         values = [float(results[n]["eval"].get(direction, {}).get("bleu", 0) or 0) for n in runs]
         axis.bar([i + (k - 0.5) * width for i in range(len(runs))], values, width, label=f"BLEU {direction}")
-    copy = results.get("copy_bleu") or {}
-    for direction, style in zip(directions, ("--", ":")):
-        if direction in copy:
-            axis.axhline(float(copy[direction]), color="grey", linestyle=style, label=f"copy source {direction}")
+    _copy_baselines(axis, results.get("copy_bleu") or {})
     axis.set_xticks(range(len(runs)), runs, rotation=30, ha="right", fontsize=8)
     axis.set_ylabel("BLEU")
     axis.legend(fontsize=8)
@@ -123,9 +132,7 @@ def scale(work: Path, results: dict) -> Optional[Path]:
         right.plot(minutes, probe, marker="o", label=name)
     left.set(title="full-mask perplexity (mean of en, de)", xlabel="CPU-minutes", yscale="log")
     right.set(title="lexicon probe de→en, contextual P@1 (%)", xlabel="CPU-minutes")
-    for axis in (left, right):
-        if axis.get_legend_handles_labels()[0]:
-            axis.legend(fontsize=7)
+    _legends(left, right, fontsize=7)
     return _save(fig, work / "figures" / "scale.png")
 
 
