@@ -14,6 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "recipes" / "data"
 BIN = Path(sys.executable).parent  # fairseq-* console scripts of this environment
+# where the fixtures' and the CLI tests' fairseq commands run: cpu (CI), or cuda on a GPU machine
+# (XLM_FAIRSEQ_TEST_DEVICE=cuda: the same commands without --cpu)
+DEVICE = os.environ.get("XLM_FAIRSEQ_TEST_DEVICE", "cpu")
+if DEVICE not in ("cpu", "cuda"):
+    raise pytest.UsageError(f"XLM_FAIRSEQ_TEST_DEVICE={DEVICE!r}: cpu or cuda")
+ON_DEVICE = ["--cpu"] if DEVICE == "cpu" else []
 # the recipes' shared optimiser flags (recipes/lib/optim.flags), through their one reader, loaded by its path
 OPTIM = runpy.run_path(str(ROOT / "recipes" / "lib" / "optim.py"))
 optim_flags, read_optim_flags = OPTIM["optim_flags"], OPTIM["read_flags"]
@@ -47,7 +53,7 @@ def generate_lines(data_bin, ckpt, src, tgt, *extra):
     its output)."""
     proc = fairseq(
         "generate", data_bin, "--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm", "-s", src, "-t", tgt,
-        "--gen-subset", "test", "--path", ckpt, "--cpu", *extra,
+        "--gen-subset", "test", "--path", ckpt, *ON_DEVICE, *extra,
     )  # fmt: skip
     lines = {kind: {} for kind in "STHD"}
     for line in proc.stdout.splitlines():
@@ -116,9 +122,9 @@ def data_bin(tmp_path_factory):
     return dest
 
 
-# a tiny, deterministic CPU run of fairseq-train: what both fixtures' trainings share
+# a tiny, deterministic run of fairseq-train: what both fixtures' trainings share
 # (the recipes' optimiser, with fairseq's defaults; PRETRAIN_ARGS takes all of the recipes' flags)
-TRAIN_ARGS = ["--user-dir", ROOT / "xlm_fairseq", "--arch", "xlm_tiny", "--cpu"]
+TRAIN_ARGS = ["--user-dir", ROOT / "xlm_fairseq", "--arch", "xlm_tiny", *ON_DEVICE]
 TRAIN_ARGS += ["--optimizer", read_optim_flags()["--optimizer"]]
 TRAIN_ARGS += ["--num-workers", "0", "--seed", "1", "--log-format", "json", "--no-epoch-checkpoints"]
 # pretraining as the recipes run it: their shared optimiser (Adam, inverse-sqrt decay, clip 5), a short warm-up

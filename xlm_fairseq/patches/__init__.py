@@ -5,6 +5,7 @@ one explicit call (:func:`install`, from the plugin's ``__init__``). Each module
 from xlm_fairseq.patches import (
     checkpoint_copy,
     checkpoint_reader,
+    cpu_clip_norm,
     interactive_input,
     precision,
     prefetch_at_exit,
@@ -20,6 +21,7 @@ PATCHES = (
     task_help,  # `fairseq-train --task cross_lingual_lm --help` lists the task's options
     checkpoint_copy,  # checkpoint_last.pt / _best.pt replaced atomically, never half-copied
     precision,  # --bf16 without a TPU; TF32 under CUDA unless --no-tf32
+    cpu_clip_norm,  # --cpu --clip-norm on a machine with a GPU: the norm taken on the CPU
     prefetch_at_exit,  # batch-prefetch threads stop between batches at exit (no abort after a finished run)
     interactive_input,  # fairseq-interactive reads strict UTF-8, a bad line one error naming it
 )
