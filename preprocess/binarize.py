@@ -127,6 +127,21 @@ class XLMBPEBinarizer(_PiecesBinarizer):
         return encode
 
 
+COUNT_BLOCK_IDS = 1 << 22
+
+
+def count_ids(path: str, dtype, n: int) -> np.ndarray:
+    """How often each of the ``n`` dictionary ids occurs in a ``.bin`` file, read in blocks: a
+    bincount over the whole mmap made every page of it resident, memory that grew with the corpus."""
+    counts = np.zeros(n, dtype=np.int64)
+    with open(path, "rb") as f:
+        while True:
+            ids = np.fromfile(f, dtype=dtype, count=COUNT_BLOCK_IDS)
+            if not ids.size:
+                return counts
+            counts += np.bincount(ids, minlength=n)[:n]
+
+
 def binarize_all(streams, line_counts, tok_paths, dest, binarizer, dictionary, args, log):
     """Each tokenised input -> ``dest/<dataset>.{bin,idx}``; returns (statistics per dataset, piece
     counts over the train datasets)."""
@@ -141,9 +156,9 @@ def binarize_all(streams, line_counts, tok_paths, dest, binarizer, dictionary, a
         FileBinarizer.multiprocess_dataset(tok_paths[s.out], "mmap", binarizer, prefix, len(dictionary), args.workers)
         written = MMapIndexedDataset(prefix)
         sizes = np.asarray(written.sizes, dtype=np.int64)
-        ids = np.frombuffer(written._bin_buffer, dtype=written._index.dtype)
-        found = np.bincount(ids, minlength=len(dictionary))[: len(dictionary)]
-        del written, ids  # the mmap, before anything renames DEST
+        dtype = written._index.dtype
+        del written  # the mmap, before anything renames DEST
+        found = count_ids(prefix + ".bin", dtype, len(dictionary))
         sentences, tokens, unk = len(sizes), int(sizes.sum()) - len(sizes), int(found[dictionary.unk()])
         if sentences != line_counts[s.out]:  # the file changed while we were reading it
             raise UserError(f"{s.path} changed while being prepared ({line_counts[s.out]} lines, then {sentences})")

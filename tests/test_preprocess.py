@@ -223,6 +223,23 @@ def test_dict_special_symbols_and_counts(sample_bin, dictionary):
     assert sum(dictionary.count[14:]) > 100_000
 
 
+def test_piece_counts_read_in_blocks(sample_bin, dictionary, monkeypatch):
+    """The dictionary's counts are read from each .bin file in blocks (a bincount over the whole mmap
+    made the file resident: memory that grew with the corpus); blocks of 7 ids count what one does."""
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    from preprocess import binarize
+
+    dest, _ = sample_bin
+    written = MMapIndexedDataset(str(dest / "train.en"))
+    dtype, expected = written._index.dtype, np.bincount(np.frombuffer(written._bin_buffer, dtype=written._index.dtype))
+    del written
+    monkeypatch.setattr(binarize, "COUNT_BLOCK_IDS", 7)
+    counts = binarize.count_ids(str(dest / "train.en.bin"), dtype, len(dictionary))
+    assert counts.sum() == expected.sum() > 1000
+    assert np.array_equal(counts[: len(expected)], expected[: len(dictionary)])
+
+
 def test_datasets_load_with_fairseq(sample_bin, dictionary):
     from fairseq.data import data_utils
 
