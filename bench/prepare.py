@@ -17,6 +17,7 @@ the whole process tree (PSS: shared pages counted once; sampled every 0.5 s).
 """
 
 import argparse
+import json
 import os
 import random
 import subprocess
@@ -181,7 +182,7 @@ def main(argv=None):
         p.error("--workers >= 1, --systems of ours,peer, --lines >= 1000")
     work = args.work_dir.resolve()
     (work / "logs").mkdir(parents=True, exist_ok=True)
-    started = time.time()
+    started, facts = time.time(), versions()
 
     vocab = work / "vocab"
     if not (vocab / "dict.txt").exists():  # the shared vocabulary, learnt from the unrepeated text
@@ -199,28 +200,25 @@ def main(argv=None):
             log = work / "logs" / f"{system}.{args.lines}.{w}.log"
             seconds, peak = (run_ours if system == "ours" else run_peer)(corpus, vocab, dest, w, log)
             runs[f"{system}_{w}"] = {"system": system, "workers": w, "seconds": round(seconds, 1),
-                                     "lines_per_s": args.lines / seconds, "peak_pss_mib": round(peak)}  # fmt: skip
+                                     "lines_per_s": args.lines / seconds, "peak_pss_mib": round(peak),
+                                     "commit": facts["commit"], "date": time.strftime("%Y-%m-%dT%H:%M:%S")}  # fmt: skip
             print(f"  {system:<5} {w} workers: {args.lines / seconds:9.0f} lines/s  {peak:7.0f} MiB  ({seconds:.0f} s)",
                   flush=True)  # fmt: skip
             subprocess.run(["rm", "-rf", str(dest)])
+    # one file for every corpus size; a run replaces the earlier run of its system and worker count
+    previous = json.loads(args.out.read_text()) if args.out.exists() else {}
+    by_lines = previous.get("by_lines", {})
+    runs = {**by_lines.get(str(args.lines), {}).get("runs", {}), **runs}
+    by_lines[str(args.lines)] = {"lines": args.lines, "runs": runs}
     rows = ["| workers | ours lines/s | peer lines/s | ours/peer | ours peak memory (PSS) | peer peak memory (PSS) |",
             "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-    for w in workers:
+    for w in sorted({r["workers"] for r in runs.values()}):
         a, b = runs.get(f"ours_{w}"), runs.get(f"peer_{w}")
         if a and b:
             ratio = a["lines_per_s"] / b["lines_per_s"]
             rows.append(f"| {w} | {a['lines_per_s']:,.0f} | {b['lines_per_s']:,.0f} | {ratio:.2f} | "
                         f"{a['peak_pss_mib']} MiB | {b['peak_pss_mib']} MiB |")  # fmt: skip
-    result = {"lines": args.lines, "runs": runs, "versions": versions()}
-    out = args.out
-    if out.exists():  # one file for every corpus size measured
-        import json
-
-        previous = json.loads(out.read_text())
-        result = {"by_lines": {**previous.get("by_lines", {}), str(args.lines): result}}
-    else:
-        result = {"by_lines": {str(args.lines): result}}
-    finish(out, result, started, {f"{args.lines:,} lines": "\n".join(rows)})
+    finish(args.out, {"by_lines": by_lines, "versions": facts}, started, {f"{args.lines:,} lines": "\n".join(rows)})
 
 
 if __name__ == "__main__":

@@ -240,6 +240,47 @@ def test_piece_counts_read_in_blocks(sample_bin, dictionary, monkeypatch):
     assert np.array_equal(counts[: len(expected)], expected[: len(dictionary)])
 
 
+class _WordLengths:
+    """A binarizer for the test: each word -> its length, then </s> (2)."""
+
+    def encoder(self):
+        return lambda line: np.asarray([len(w) for w in line.split()] + [2], dtype=np.int32)
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_datasets_written_as_fairseqs_builder_writes_them(tmp_path, monkeypatch, workers):
+    """prepare writes the mmap index block by block (fairseq's builder keeps every size and offset as
+    Python objects); the files are byte for byte what fairseq's MMapIndexedDatasetBuilder writes,
+    with blocks of 2 sentences and the file split between workers."""
+    import torch
+    from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder
+
+    from preprocess import binarize
+
+    monkeypatch.setattr(binarize, "SIZES_BLOCK", 2)
+    lines = ["a bb ccc", "", "dddd", "e e e e e", "ff", "", "g"]
+    text = tmp_path / "tok.txt"
+    text.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    sentences, with_eos, empty = binarize.binarize_file(
+        str(text), str(tmp_path / "ours"), _WordLengths(), np.uint16, workers
+    )
+    assert (sentences, with_eos, empty) == (7, 7 + 11, 2)
+    builder = MMapIndexedDatasetBuilder(str(tmp_path / "fairseq.bin"), dtype=np.uint16)
+    encode = _WordLengths().encoder()
+    for line in lines:
+        builder.add_item(torch.from_numpy(encode(line)))
+    builder.finalize(str(tmp_path / "fairseq.idx"))
+    for ext in ("bin", "idx"):
+        assert (tmp_path / f"ours.{ext}").read_bytes() == (tmp_path / f"fairseq.{ext}").read_bytes(), ext
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "fairseq.bin",
+        "fairseq.idx",
+        "ours.bin",
+        "ours.idx",
+        "tok.txt",
+    ]
+
+
 def test_datasets_load_with_fairseq(sample_bin, dictionary):
     from fairseq.data import data_utils
 
