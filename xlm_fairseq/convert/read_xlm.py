@@ -25,6 +25,7 @@ from xlm_fairseq.convert.xlm_terms import (
 )
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import DECODER_PREFIX, LM_PREFIX
+from xlm_fairseq.modules.transformer import count_layers
 
 
 def read_xlm_pth(
@@ -67,7 +68,7 @@ def read_xlm_pth(
     if translation:
         decoder = _weights(ckpt, "decoder", src)
         _check_decoder(decoder, params, src)
-        n_layers, decoder_layers = _layers(weights), _layers(decoder)
+        n_layers, decoder_layers = count_layers(weights), count_layers(decoder)
         # XLM builds the encoder of an MT model with an output layer (unused in translation); ours has none
         weights = {k: v for k, v in weights.items() if not k.startswith("pred_layer.")}
         decoder_state, _, _ = in_our_terms(decoder, words, counts, src)
@@ -108,12 +109,6 @@ def _weights(ckpt: dict, key: str, src: str) -> Dict[str, torch.Tensor]:
     # a model trained on several GPUs is saved from its DistributedDataParallel wrapper
     weights = {k[len("module.") :] if k.startswith("module.") else k: v for k, v in state.items()}
     return {k: v for k, v in weights.items() if isinstance(v, torch.Tensor)}
-
-
-def _layers(weights: Dict[str, torch.Tensor]) -> int:
-    """How many layers a stack's state dict holds (XLM keeps ``n_layers`` for the encoder, MASS
-    ``n_dec_layers`` for its decoder: the weights say it for both)."""
-    return len({k.split(".")[1] for k in weights if k.startswith("attentions.")})
 
 
 def _check_decoder(decoder: Dict[str, torch.Tensor], params: dict, src: str) -> None:

@@ -33,13 +33,13 @@ model), while quantizing the float32 weights on load keeps BLEU (2.20; de-en 3.0
 import itertools
 import json
 import os
-import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.modules.transformer import count_layers
 
 CTRANSLATE2_DIR = "ctranslate2"  # in a model directory: one CTranslate2 model per SRC-TGT below it
 SETTINGS_FILE = "settings.json"  # in OUT/ctranslate2: {"compute_type": ...}
@@ -95,11 +95,6 @@ def parse_directions(text: Optional[str], langs: Sequence[str]) -> List[Tuple[st
 # --------------------------------------------------------------------------------------------
 
 
-def _n_layers(params: Dict[str, torch.Tensor], side: str) -> int:
-    pattern = re.compile(rf"{side}\.transformer\.attentions\.(\d+)\.q_lin\.weight$")
-    return 1 + max((int(m.group(1)) for m in map(pattern.match, params) if m), default=-1)
-
-
 def build_spec(params: Dict[str, torch.Tensor], n_heads: int, langs: Sequence[str], symbols: Sequence[str], src, tgt):
     """The CTranslate2 ``TransformerSpec`` of direction ``src`` -> ``tgt`` of a translation_lm
     model's state dict (``encoder.transformer.*``, ``decoder.transformer.*``)."""
@@ -111,7 +106,7 @@ def build_spec(params: Dict[str, torch.Tensor], n_heads: int, langs: Sequence[st
     def array(name: str) -> np.ndarray:
         return params[name].detach().float().cpu().numpy()
 
-    layers = (_n_layers(params, "encoder"), _n_layers(params, "decoder"))
+    layers = tuple(count_layers(params, f"{side}.transformer.") for side in ("encoder", "decoder"))
     if not all(layers):
         raise XLMUserError("not a translation model: no encoder and decoder layers in its parameters")
     spec = transformer_spec.TransformerSpec.from_config(

@@ -12,7 +12,7 @@ Input = token + learned position + language embedding -> LayerNorm (eps 1e-12) -
 layers with exact GELU; the output layer is tied to the input embedding, with its own bias.
 """
 
-from typing import Optional
+from typing import Dict, Optional
 
 import torch
 import torch.nn as nn
@@ -34,6 +34,13 @@ def sinusoidal_embeddings(n_pos: int, dim: int) -> Tensor:
     table[:, 0::2] = torch.sin(angles[:, 0::2])
     table[:, 1::2] = torch.cos(angles[:, 1::2])
     return table.float()
+
+
+def count_layers(state: Dict[str, Tensor], prefix: str = "") -> int:
+    """How many layers the stack under ``prefix`` of a state dict holds (its ``attentions.N``): the
+    weights say it for every format (XLM keeps ``n_layers`` for the encoder, MASS ``n_dec_layers``)."""
+    start = prefix + "attentions."
+    return len({k[len(start) :].split(".")[0] for k in state if k.startswith(start)})
 
 
 class TransformerFFN(nn.Module):
