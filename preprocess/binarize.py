@@ -120,16 +120,23 @@ class XLMBPEBinarizer(_PiecesBinarizer):
 COUNT_BLOCK_IDS = 1 << 22
 
 
+def _blocks(path: str, dtype, count: int):
+    """A binary file of ``dtype`` values, ``count`` at a time."""
+    with open(path, "rb") as f:
+        while True:
+            block = np.fromfile(f, dtype=dtype, count=count)
+            if not block.size:
+                return
+            yield block
+
+
 def count_ids(path: str, dtype, n: int) -> np.ndarray:
     """How often each of the ``n`` dictionary ids occurs in a ``.bin`` file, read in blocks: a
     bincount over the whole mmap made every page of it resident, memory that grew with the corpus."""
     counts = np.zeros(n, dtype=np.int64)
-    with open(path, "rb") as f:
-        while True:
-            ids = np.fromfile(f, dtype=dtype, count=COUNT_BLOCK_IDS)
-            if not ids.size:
-                return counts
-            counts += np.bincount(ids, minlength=n)[:n]
+    for ids in _blocks(path, dtype, COUNT_BLOCK_IDS):
+        counts += np.bincount(ids, minlength=n)[:n]
+    return counts
 
 
 SIZES_BLOCK = 1 << 20  # sentences a worker holds before writing their sizes out
@@ -156,12 +163,7 @@ def _binarize_chunk(task) -> None:
 
 def _size_blocks(parts: List[str]):
     for part in parts:
-        with open(part + ".sizes", "rb") as f:
-            while True:
-                block = np.fromfile(f, dtype=np.int32, count=SIZES_BLOCK)
-                if not block.size:
-                    break
-                yield block
+        yield from _blocks(part + ".sizes", np.int32, SIZES_BLOCK)
 
 
 def write_dataset(parts: List[str], prefix: str, dtype) -> Tuple[int, int, int]:
