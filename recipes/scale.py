@@ -34,7 +34,6 @@ run nothing else on the machine meanwhile. Results: WORK/results.{md,json}; fini
 skipped on a re-run (``--fresh`` redoes all).
 """
 
-import json
 import math
 import os
 import shutil
@@ -45,14 +44,23 @@ from pathlib import Path
 from preprocess.errors import ArgumentParser
 from recipes.lib import figures
 from recipes.lib.driver import Driver, add_shared_data_option, check_shared_data
-from recipes.lib.experiments import BIN, Measure, checkpoint_updates, copy_bleu, model_args, train_args
+from recipes.lib.experiments import (
+    BIN,
+    CALIBRATION_SECONDS,
+    Measure,
+    checkpoint_updates,
+    copy_bleu,
+    measure_speed,
+    model_args,
+    train_args,
+)
 from recipes.lib.stages import copy_file, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGS = ("de", "en")
 DATA = dict(mono=18000, train=12000, valid=500, test=1000)
 QUICK_DATA = dict(mono=1500, train=600, valid=60, test=60)
-CALIBRATION_SECONDS, QUICK_CALIBRATION_SECONDS = 75, 10
+QUICK_CALIBRATION_SECONDS = 10
 EMBEDDING_TENSORS = ("embeddings.weight", "pred_layer.proj.bias")  # counted apart from the transformer
 TIED = "pred_layer.proj.weight"  # saved under its own name too, but the token embeddings' tensor
 
@@ -177,17 +185,9 @@ class Sweep(Driver):
             seconds = QUICK_CALIBRATION_SECONDS if self.quick else CALIBRATION_SECONDS
             self.log(f"calibrate {name}: {seconds} s")
             save = self.work / "calibrate" / name
-            shutil.rmtree(save, ignore_errors=True)
-            save.mkdir(parents=True)
             # --quick's few seconds: windows of 5 updates, so that a busy machine still logs several
-            interval = "5" if self.quick else "20"
-            cmd = self.pretrain_command(name, save, seconds / 60) + ["--log-interval", interval, "--no-save"]
-            self.run(cmd, save / "stdout.log")
-            ups = [float(json.loads(line[line.index("{") :])["ups"])
-                   for line in (save / "train.log").read_text().splitlines() if '"ups"' in line]  # fmt: skip
-            if len(ups) < 2:
-                self.fail(f"calibration of {name} logged too few updates (see {save}/train.log)")
-            speeds[name] = round(sorted(ups[1:])[len(ups[1:]) // 2], 3)
+            interval = 5 if self.quick else 20
+            speeds[name] = measure_speed(self, self.pretrain_command(name, save, seconds / 60), save, interval)
             write_json(self.results_path, results, indent=1)
         return speeds[name]
 

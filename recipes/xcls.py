@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cross-lingual classification, XNLI-style, offline: pretrain, fine-tune on English, predict German.
 
-    bash recipes/xcls.sh [--tiny] [--experiment] [--inits random,mlm,mlm_tlm] [--pretrain-updates N]
+    bash recipes/xcls.sh [--tiny] [--experiment] [--inits random,mlm,mlm_tlm] [--lm-minutes 15,30]
 
 Task: the Debian package-description topics of ``recipes/data/xcls`` (9 labels; English training
 rows, English and German validation rows of the same packages; ``--experiment``: the whole set in
@@ -13,18 +13,25 @@ Runs, one per ``--inits`` entry:
   mlm_tlm   pretrained with MLM on them and TLM on the en-de pairs (the same sentences, aligned)
 Pretraining text (``recipes/lib/xcls_corpus.py``) has no package description: the shipped manuals
 sample, or with ``--experiment`` the shared man pages, manuals and interface strings without ddtp,
-every line that is a sentence of a classification text left out. Each LM trains for the same number
-of updates (the same compute); each classifier for the same number of epochs with the same
-hyper-parameters, and the checkpoint with the best *English* validation accuracy is kept (no German
-label is used for any choice). Each model is then scored on both validation files
-(``xlm_fairseq.inference.classify``), and every encoder (the pretrained LMs and the classifiers) by sentence
-retrieval between the English and German validation texts (``xlm_fairseq.evaluation.retrieval``, mean-pooled
-last layer, cosine, accuracy@1). A TF-IDF + logistic-regression classifier on the same English
-training rows is the reference the task's README gives.
+every line that is a sentence of a classification text left out. Each LM trains to each of its
+budgets: updates (``--pretrain-updates``), or CPU-minutes (``--lm-minutes``; ``--experiment``: the
+scaling sweep's CPU configuration, 64-token streams and no dropout, to 15 and 30 minutes), counted in
+updates from the LM's own speed measured alone first, as ``recipes/scale.py`` does. At every budget the LM
+is scored — XLM's validation perplexity, the lexicon probe (``xlm_fairseq.evaluation.lexicon`` on
+``../shared/data/bli/de-en.dev.txt``, all words and the frequent band), sentence retrieval between the
+English and German validation texts (``xlm_fairseq.evaluation.retrieval``, mean-pooled last layer,
+cosine, accuracy@1) — and fine-tuned: each classifier the same number of epochs with the same
+hyper-parameters, the checkpoint with the best *English* validation accuracy kept (no German label is
+used for any choice), scored on both validation files (``xlm_fairseq.inference.classify``). The row of
+best German accuracy is fine-tuned again with other seeds (``--seeds``) for its spread. A TF-IDF +
+logistic-regression classifier on the same English training rows is the reference the task's
+README gives.
 
-Results: WORK/results.{md,json}; finished runs are skipped on a re-run (``--fresh`` redoes all).
+Results: WORK/results.{md,json} and WORK/figures/xcls.png; finished runs are skipped on a re-run
+(``--fresh`` redoes all).
 """
 
+import argparse
 import json
 import os
 import shutil
@@ -33,9 +40,9 @@ import time
 from pathlib import Path
 
 from preprocess.errors import ArgumentParser
-from recipes.lib import xcls_corpus
+from recipes.lib import figures, xcls_corpus
 from recipes.lib.driver import Driver
-from recipes.lib.experiments import checkpoint_updates
+from recipes.lib.experiments import CALIBRATION_SECONDS, Measure, checkpoint_updates, measure_speed
 from recipes.lib.optim import optim_flags
 from recipes.lib.stages import copy_file, write_json
 
@@ -43,19 +50,33 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 INITS = ("random", "mlm", "mlm_tlm")
 PRETRAIN_STEPS = {"mlm": "en,de", "mlm_tlm": "en,de,de-en"}
+BLI = ("bli", "de-en.dev.txt")  # under --shared-data: the probe's dictionary
 
 # model and budgets. Pretraining is bounded by updates (wall time only as a guard), so that the runs
 # compare at equal compute whatever else the machine does; the classifier: Adam, warm-up then
-# inverse-sqrt decay, batches of 32 rows, validation after every epoch
-SAMPLE = dict(corpus="sample", vocab=4000, dim=128, layers=3, heads=4, pretrain_updates=2500, pretrain_minutes=10.0,
-              pretrain_lr=1e-3, pretrain_warmup=200, tokens_per_sample=128, pretrain_max_tokens=2048,
-              finetune_epochs=8, finetune_lr=5e-4, batch=32, truncate_len=128, train_rows=0,
-              inits="random,mlm_tlm")
-EXPERIMENT = dict(SAMPLE, corpus="shared", vocab=8000, pretrain_updates=16000, pretrain_minutes=45.0,
-                  pretrain_warmup=1000, finetune_epochs=6, inits="random,mlm,mlm_tlm")
+# inverse-sqrt decay, batches of 32 rows, dropout 0.1, validation after every epoch
+SAMPLE = dict(corpus="sample", vocab=4000, dim=128, layers=3, heads=4, pretrain_updates=2500, lm_minutes=None,
+              pretrain_minutes=10.0, pretrain_lr=1e-3, pretrain_warmup=200, tokens_per_sample=128,
+              pretrain_dropout=0.1, pretrain_max_tokens=2048, finetune_epochs=8, finetune_lr=5e-4, batch=32,
+              truncate_len=128, train_rows=0, inits="random,mlm_tlm", seeds=1,
+              calibration_seconds=CALIBRATION_SECONDS, calibration_interval=20)  # fmt: skip
+# the scaling sweep's CPU configuration (recipes/README.md): 64-token streams, no dropout in pretraining
+EXPERIMENT = dict(SAMPLE, corpus="shared", pretrain_updates=None, lm_minutes=(15.0, 30.0), pretrain_warmup=1000,
+                  tokens_per_sample=64, pretrain_dropout=0.0, finetune_epochs=6, inits="random,mlm,mlm_tlm",
+                  seeds=3)  # fmt: skip
 TINY = dict(SAMPLE, vocab=1000, dim=64, layers=2, pretrain_updates=60, pretrain_minutes=2.0, pretrain_warmup=10,
             tokens_per_sample=64, pretrain_max_tokens=1024, finetune_epochs=1, truncate_len=64, train_rows=600,
-            corpus_lines=1500)
+            corpus_lines=1500, calibration_seconds=10, calibration_interval=5)  # fmt: skip
+
+
+def minutes_list(value: str):
+    try:
+        out = tuple(float(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        out = ()
+    if not out or any(m <= 0 for m in out) or list(out) != sorted(set(out)):
+        raise argparse.ArgumentTypeError(f"expected increasing minutes like 15,30, got {value!r}")
+    return out
 
 
 class Recipe(Driver):
@@ -66,9 +87,13 @@ class Recipe(Driver):
         self.args = args
         mode = "tiny" if args.tiny else "experiment" if args.experiment else "sample"
         self.p = dict({"tiny": TINY, "experiment": EXPERIMENT, "sample": SAMPLE}[mode])
-        for key in ("pretrain_updates", "finetune_epochs", "finetune_lr", "inits"):
+        for key in ("finetune_epochs", "finetune_lr", "inits", "seeds"):
             if getattr(args, key) is not None:
                 self.p[key] = getattr(args, key)
+        if args.pretrain_updates is not None:  # one budget or the other
+            self.p.update(pretrain_updates=args.pretrain_updates, lm_minutes=None)
+        if args.lm_minutes is not None:
+            self.p.update(pretrain_updates=None, lm_minutes=args.lm_minutes)
         self.inits = [i for i in self.p["inits"].split(",") if i]
         unknown = [i for i in self.inits if i not in INITS]
         if unknown:
@@ -78,22 +103,30 @@ class Recipe(Driver):
         shared = Path(args.shared_data)
         self.source = shared if self.p["corpus"] == "shared" else ROOT / "recipes" / "data"
         self.xcls_source = shared / "xcls" if mode == "experiment" else ROOT / "recipes" / "data" / "xcls"
+        self.bli = shared.joinpath(*BLI)
         self.data = self.work / "data-bin"
         self.xcls = self.work / "xcls"
+        self.measure = Measure(self, self.data, ("de", "en"), tokens_per_sample=self.p["tokens_per_sample"])
 
     # ---- helpers -----------------------------------------------------------------------
 
-    def model_args(self):
+    def model_args(self, dropout=0.1):
         p = self.p
         return ["--arch", "xlm_tiny", "--encoder-embed-dim", p["dim"], "--encoder-layers", p["layers"],
                 "--encoder-attention-heads", p["heads"], "--encoder-ffn-embed-dim", 4 * p["dim"],
-                "--dropout", "0.1", "--attention-dropout", "0.1"]
+                "--dropout", dropout, "--attention-dropout", dropout]  # fmt: skip
 
-    def common(self, save, log, lr, warmup):
-        """What every run shares: CPU, seed 1, JSON logs, the shared optimiser at ``lr`` after ``warmup``."""
-        return ["--user-dir", ROOT / "xlm_fairseq", "--cpu", "--num-workers", "0", "--seed", "1",
+    def common(self, save, log, lr, warmup, seed=1):
+        """What every run shares: CPU, JSON logs, the shared optimiser at ``lr`` after ``warmup``."""
+        return ["--user-dir", ROOT / "xlm_fairseq", "--cpu", "--num-workers", "0", "--seed", seed,
                 "--log-format", "json", "--log-interval", "50", "--no-epoch-checkpoints", "--save-dir", save,
-                "--log-file", log, *optim_flags(lr=lr, warmup_updates=warmup)]
+                "--log-file", log, *optim_flags(lr=lr, warmup_updates=warmup)]  # fmt: skip
+
+    def budgets(self):
+        """[(key, minutes or None, updates or None)]: the LM budgets of every pretraining run."""
+        if self.p["lm_minutes"]:
+            return [(f"{m:g}min", m, None) for m in self.p["lm_minutes"]]
+        return [(f"{self.p['pretrain_updates']}u", None, self.p["pretrain_updates"])]
 
     # ---- stages ------------------------------------------------------------------------
 
@@ -117,7 +150,7 @@ class Recipe(Driver):
                   "--mono", f"train:en={raw}/mono.en", "--mono", f"train:de={raw}/mono.de",
                   "--para", f"train:de-en={raw}/train.de-en", "--para", f"valid:de-en={raw}/valid.de-en",
                   "--mono", f"valid:en={raw}/valid.de-en.en", "--mono", f"valid:de={raw}/valid.de-en.de"],
-                 self.work / "prepare.log")
+                 self.work / "prepare.log")  # fmt: skip
 
     def random_init_dir(self):
         """The classification files with the data-bin's vocabulary and text pipeline beside them:
@@ -129,66 +162,83 @@ class Recipe(Driver):
             copy_file(f, out / f.name)  # every time: a copy cut short by a kill is never kept
         return out
 
-    def pretrain(self, init):
+    def pretrain_command(self, init, save, minutes, max_update):
+        p = self.p
+        return [BIN / "fairseq-train", self.data, *self.common(save, save / "train.log", p["pretrain_lr"],
+                p["pretrain_warmup"]), *self.model_args(p["pretrain_dropout"]), "--task", "cross_lingual_lm",
+                "--langs", "de,en", "--mlm-steps", PRETRAIN_STEPS[init], "--step-per-objective",
+                "--tokens-per-sample", p["tokens_per_sample"], "--max-tokens", p["pretrain_max_tokens"],
+                "--max-update", max_update, "--stop-time-hours", f"{minutes / 60:.6f}", "--disable-validation",
+                "--save-interval-updates", 10**7]  # fmt: skip
+
+    def speed(self, init, results):
+        """The LM's updates per second, measured alone before its first budget (cached in results)."""
+        speeds = results.setdefault("speed", {})
+        if init not in speeds:
+            seconds = self.p["calibration_seconds"]
+            self.log(f"measure the speed of pretraining {init}: {seconds} s")
+            save = self.work / "calibrate" / init
+            cmd = self.pretrain_command(init, save, seconds / 60, 10**8)
+            speeds[init] = measure_speed(self, cmd, save, self.p["calibration_interval"])
+            write_json(self.work / "results.json", results, indent=1)
+        return speeds[init]
+
+    def pretrain(self, init, results):
+        """Train ``init``'s LM to each budget in turn (a resumed run continues the same schedule);
+        yields (budget key, the checkpoint kept at it)."""
         save = self.work / "checkpoints" / f"pretrain_{init}"
-        info = self.finished(save)
-        if info is not None:
-            return info
-        p, log = self.p, save / "train.log"
-        self.log(f"pretrain {init} ({PRETRAIN_STEPS[init]}): {p['pretrain_updates']} updates")
-        start = time.time()
-        self.run([BIN / "fairseq-train", self.data, *self.common(save, log, p["pretrain_lr"], p["pretrain_warmup"]),
-                  *self.model_args(), "--task", "cross_lingual_lm", "--langs", "de,en", "--mlm-steps",
-                  PRETRAIN_STEPS[init], "--step-per-objective", "--tokens-per-sample", p["tokens_per_sample"],
-                  "--max-tokens", p["pretrain_max_tokens"], "--max-update", p["pretrain_updates"],
-                  "--stop-time-hours", f"{p['pretrain_minutes'] / 60:.6f}", "--validate-interval-updates", 1000,
-                  "--save-interval-updates", 10**7],
-                 save / "stdout.log")
-        info = {"updates": checkpoint_updates(save / "checkpoint_last.pt"), "wall_s": round(time.time() - start, 1)}
-        valid = [json.loads(line) for line in log.read_text(errors="replace").splitlines()
-                 if line.startswith("{") and '"valid_mlm_en_fullmask_ppl"' in line]
-        if valid:  # XLM's validation perplexity (every predicted position masked), at the last validation
-            info["valid"] = {k: float(valid[-1][f"valid_mlm_{k}_fullmask_ppl"]) for k in ("en", "de")}
-        write_json(save / "done.json", info)
-        return info
+        save.mkdir(parents=True, exist_ok=True)
+        for key, minutes, updates in self.budgets():
+            kept = save / f"budget_{key}.pt"
+            if not kept.exists():
+                if updates is None:
+                    updates = max(1, round(self.speed(init, results) * 60 * minutes))
+                guard = 10 * minutes if minutes else self.p["pretrain_minutes"]  # time: a guard only
+                self.log(f"pretrain {init} ({PRETRAIN_STEPS[init]}): to {key} = {updates} updates")
+                self.run(self.pretrain_command(init, save, guard, updates), save / f"stdout_{key}.log")
+                copy_file(save / "checkpoint_last.pt", kept)
+            yield key, kept
 
-    def finetune(self, init):
-        save = self.work / "checkpoints" / f"classify_{init}"
-        info = self.finished(save)
-        if info is not None:
-            return info
-        p, log = self.p, save / "train.log"
-        if init == "random":
-            data, start_from = self.random_init_dir(), []
-        else:
-            pretrained = self.work / "checkpoints" / f"pretrain_{init}" / "checkpoint_last.pt"
-            data, start_from = self.xcls, ["--pretrained-xlm-checkpoint", pretrained]
-        self.log(f"fine-tune {init} on English: {p['finetune_epochs']} epochs")
-        start = time.time()
-        self.run([BIN / "fairseq-train", data, *self.common(save, log, p["finetune_lr"], 100), *self.model_args(),
-                  *start_from, "--task", "xlm_classification", "--train-langs", "en", "--valid-langs", "en,de",
-                  "--truncate-len", p["truncate_len"], "--batch-size", p["batch"],
-                  "--max-epoch", p["finetune_epochs"], "--best-checkpoint-metric", "acc_en",
-                  "--maximize-best-checkpoint-metric"], save / "stdout.log")
-        info = {"updates": checkpoint_updates(save / "checkpoint_last.pt"), "wall_s": round(time.time() - start, 1)}
-        write_json(save / "done.json", info)
-        return info
+    def score_lm(self, init, key, kept):
+        """XLM's validation perplexity, the lexicon probe and sentence retrieval of one kept LM."""
+        save = kept.parent
+        out = {"updates": checkpoint_updates(kept), "lm": self.measure.lm(kept, save / f"validate_{key}.log")}
+        if self.bli.exists():
+            out["probe"] = self.measure.probe(kept, self.bli, save / f"probe_{key}.json", save / f"probe_{key}.log")
+        out["retrieval"] = self.retrieval(save, kept.name, data=self.data)
+        return out
 
-    def evaluate(self, init):
-        save = self.work / "checkpoints" / f"classify_{init}"
+    def finetune(self, row, pretrained=None, seed=1):
+        save = self.work / "checkpoints" / (f"classify_{row}" + (f"_seed{seed}" if seed != 1 else ""))
+        info = self.finished(save)
+        if info is None:
+            p, log = self.p, save / "train.log"
+            if pretrained is None:
+                data, start_from = self.random_init_dir(), []
+            else:
+                data, start_from = self.xcls, ["--pretrained-xlm-checkpoint", pretrained]
+            self.log(f"fine-tune {row} on English (seed {seed}): {p['finetune_epochs']} epochs")
+            start = time.time()
+            self.run([BIN / "fairseq-train", data, *self.common(save, log, p["finetune_lr"], 100, seed),
+                      *self.model_args(), *start_from, "--task", "xlm_classification", "--train-langs", "en",
+                      "--valid-langs", "en,de", "--truncate-len", p["truncate_len"], "--batch-size", p["batch"],
+                      "--max-epoch", p["finetune_epochs"], "--best-checkpoint-metric", "acc_en",
+                      "--maximize-best-checkpoint-metric"], save / "stdout.log")  # fmt: skip
+            info = {"updates": checkpoint_updates(save / "checkpoint_last.pt"), "wall_s": round(time.time() - start, 1)}
+            write_json(save / "done.json", info)
+        return dict(info, **self.evaluate(save))
+
+    def evaluate(self, save):
         out = save / "eval.json"
         if out.exists():
             return json.loads(out.read_text())
         files = [self.xcls / "valid.en.tsv", self.xcls / "valid.de.tsv"]
         self.run([sys.executable, "-m", "xlm_fairseq.inference.classify", save, *files, "--checkpoint-file",
                   "checkpoint_best.pt", "--out-dir", save / "predictions", "--json", save / "accuracy.json"],
-                 save / "classify.log")
+                 save / "classify.log")  # fmt: skip
         accuracy = json.loads((save / "accuracy.json").read_text())
         result = {"acc_en": accuracy["valid.en.tsv"]["accuracy"], "acc_de": accuracy["valid.de.tsv"]["accuracy"],
-                  "retrieval_classifier": self.retrieval(save, "checkpoint_best.pt")}
-        if init != "random":
-            lm = self.work / "checkpoints" / f"pretrain_{init}"
-            result["retrieval_lm"] = self.retrieval(lm, "checkpoint_last.pt", data=self.data)
+                  "retrieval_classifier": self.retrieval(save, "checkpoint_best.pt")}  # fmt: skip
         write_json(out, result)
         return result
 
@@ -199,10 +249,10 @@ class Recipe(Driver):
             rows = (self.xcls / f"valid.{lang}.tsv").read_text(encoding="utf-8").splitlines()[1:]
             (texts / f"valid.{lang}").write_text("".join(r.split("\t")[2] + "\n" for r in rows), encoding="utf-8")
         result = model_dir / f"retrieval.{checkpoint}.json"
-        self.run([sys.executable, "-m", "xlm_fairseq.evaluation.retrieval", model_dir / checkpoint,
-                  "--data", data or ".", "--src", f"en={texts}/valid.en", "--tgt", f"de={texts}/valid.de",
-                  "--json", result],
-                 model_dir / "retrieval.log")
+        if not result.exists():
+            self.run([sys.executable, "-m", "xlm_fairseq.evaluation.retrieval", model_dir / checkpoint,
+                      "--data", data or ".", "--src", f"en={texts}/valid.en", "--tgt", f"de={texts}/valid.de",
+                      "--json", result], model_dir / f"retrieval.{checkpoint}.log")  # fmt: skip
         return json.loads(result.read_text())
 
     def tfidf_baseline(self):
@@ -228,46 +278,6 @@ class Recipe(Driver):
             result[f"acc_{lang}"] = round(100 * sum(p == g for p, g in zip(predicted, gold)) / len(gold), 2)
         return result
 
-    # ---- report ------------------------------------------------------------------------
-
-    def report(self, results):
-        p = self.p
-        lines = [
-            f"Date {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, torch {__import__('torch').__version__}; "
-            f"mode {self.mode}; model {p['dim']} dims, {p['layers']} layers, {p['heads']} heads, vocabulary "
-            f"{p['vocab']}; pretraining {p['pretrain_updates']} updates per LM (`--step-per-objective`, lr "
-            f"{p['pretrain_lr']:g}, {p['tokens_per_sample']}-token streams, {p['pretrain_max_tokens']} tokens a step); "
-            f"fine-tuning {p['finetune_epochs']} epochs on English, lr {p['finetune_lr']:g}, "
-            f"batches of {p['batch']}, the checkpoint of best English accuracy; validation: "
-            f"{results.get('rows', '?')} packages in English and German.",
-            "",
-            "| init | LM updates | LM perplexity en / de | classifier updates | accuracy en | accuracy de "
-            "| retrieval en→de / de→en (LM) | retrieval en→de / de→en (classifier) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|",
-        ]
-        for init in INITS:
-            r = results.get(init)
-            if not r:
-                continue
-            pre, ev = r.get("pretrain") or {}, r["eval"]
-            ppl = pre.get("valid")
-            lm = ev.get("retrieval_lm")
-            cl = ev["retrieval_classifier"]
-            lines.append(
-                f"| {init} | {pre.get('updates', '—')} | "
-                + (f"{ppl['en']:.0f} / {ppl['de']:.0f}" if ppl else "—")
-                + f" | {r['finetune']['updates']} | {ev['acc_en']:.2f} | **{ev['acc_de']:.2f}** | "
-                + (f"{lm['en-de']:.1f} / {lm['de-en']:.1f}" if lm else "—")
-                + f" | {cl['en-de']:.1f} / {cl['de-en']:.1f} |"
-            )
-        tfidf = results.get("tfidf")
-        if tfidf:
-            lines.append(f"| TF-IDF + logistic regression (words) | — | — | — | {tfidf['acc_en']:.2f} | "
-                         f"{tfidf['acc_de']:.2f} | — | — |")
-        lines.append(f"| majority class | — | — | — | {results['majority']['acc_en']:.2f} | "
-                     f"{results['majority']['acc_de']:.2f} | — | — |")
-        return "\n".join(lines) + "\n"
-
     def majority(self):
         result = {}
         train = [r.split("\t")[1] for r in (self.xcls / "train.en.tsv").read_text().splitlines()[1:]]
@@ -276,6 +286,86 @@ class Recipe(Driver):
             gold = [r.split("\t")[1] for r in (self.xcls / f"valid.{lang}.tsv").read_text().splitlines()[1:]]
             result[f"acc_{lang}"] = round(100 * gold.count(top) / len(gold), 2)
         return result, len(gold)
+
+    # ---- report ------------------------------------------------------------------------
+
+    def describe(self, results):
+        p = self.p
+        if p["lm_minutes"]:
+            speeds = ", ".join(f"{i} {s:g}" for i, s in results.get("speed", {}).items())
+            minutes = ", ".join(f"{m:g}" for m in p["lm_minutes"])
+            budget = f"budgets {minutes} CPU-minutes (updates/s measured alone: {speeds})"
+        else:
+            budget = f"{p['pretrain_updates']} updates"
+        return (
+            f"Date {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, torch {__import__('torch').__version__}; "
+            f"mode {self.mode}; model {p['dim']} dims, {p['layers']} layers, {p['heads']} heads, vocabulary "
+            f"{p['vocab']}; pretraining per LM: {budget}, `--step-per-objective`, lr {p['pretrain_lr']:g} after "
+            f"{p['pretrain_warmup']} warm-up updates, {p['tokens_per_sample']}-token streams, "
+            f"{p['pretrain_max_tokens']} tokens a step, dropout {p['pretrain_dropout']:g}; fine-tuning "
+            f"{p['finetune_epochs']} epochs on English, lr {p['finetune_lr']:g}, batches of {p['batch']}, dropout 0.1, "
+            f"the checkpoint of best English accuracy; validation: {results.get('rows', '?')} packages in English "
+            f"and German."
+        )
+
+    def report(self, results):
+        lines = [self.describe(results), "",
+                 "| init | LM budget | LM updates | LM perplexity en / de | probe P@1 all words, ctx. NN / CSLS "
+                 "| probe P@1 frequent, ctx. NN / CSLS | retrieval en→de / de→en (LM) | accuracy en "
+                 "| **accuracy de** | retrieval en→de / de→en (classifier) |",
+                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+
+        def probe_cells(probe):
+            if not probe:
+                return "— | —"
+            ctx, frequent = probe["contextual"], probe.get("frequent", {}).get("contextual")
+            band = f"{frequent['nn_p@1']:.1f} / {frequent['csls_p@1']:.1f}" if frequent else "—"
+            return f"{ctx['nn_p@1']:.1f} / {ctx['csls_p@1']:.1f} | {band}"
+
+        for row, r in results.get("runs", {}).items():
+            lm, ev = r.get("lm"), r["classifier"]
+            cl = ev["retrieval_classifier"]
+            if lm:
+                ppl = lm["lm"]
+                lm_cells = (f"{r['budget']} | {lm['updates']} | {ppl['en']['fullmask_ppl']:.1f} / "
+                            f"{ppl['de']['fullmask_ppl']:.1f} | {probe_cells(lm.get('probe'))} | "
+                            f"{lm['retrieval']['en-de']:.1f} / {lm['retrieval']['de-en']:.1f}")  # fmt: skip
+            else:
+                lm_cells = f"— | — | — | {probe_cells(results.get('probe_random'))} | —"
+            lines.append(f"| {r['init']} | {lm_cells} | {ev['acc_en']:.2f} | **{ev['acc_de']:.2f}** | "
+                         f"{cl['en-de']:.1f} / {cl['de-en']:.1f} |")  # fmt: skip
+        for name, label in (
+            ("tfidf", "TF-IDF + logistic regression (words, 1–2-grams)"),
+            ("majority", "majority class"),
+        ):
+            if results.get(name):
+                base = results[name]
+                lines.append(f"| {label} | — | — | — | — | — | — | {base['acc_en']:.2f} | {base['acc_de']:.2f} | — |")
+        seeds = results.get("seeds")
+        if seeds:
+            lines += ["", f"Seeds of the row of best German accuracy, {seeds['row']} (fine-tuning seeds "
+                      f"{', '.join(str(s) for s in seeds['seeds'])}): accuracy en {seeds['acc_en']}, "
+                      f"de {seeds['acc_de']} (each: the runs, then mean ± standard deviation)."]  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+    # ---- main --------------------------------------------------------------------------
+
+    def seed_spread(self, results):
+        """The row of best German accuracy fine-tuned again with seeds 2..N: its spread."""
+        rows = {k: r for k, r in results["runs"].items() if r.get("lm")}
+        if self.p["seeds"] < 2 or not rows:
+            return None
+        best = max(rows, key=lambda k: rows[k]["classifier"]["acc_de"])
+        seeds = list(range(1, self.p["seeds"] + 1))
+        runs = [rows[best]["classifier"]] + [self.finetune(best, rows[best]["checkpoint"], s) for s in seeds[1:]]
+
+        def spread(key):
+            values = [r[key] for r in runs]
+            mean = sum(values) / len(values)
+            sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+            return f"{' / '.join(f'{v:.2f}' for v in values)}: {mean:.2f} ± {sd:.2f}"
+
+        return {"row": best, "seeds": seeds, "acc_en": spread("acc_en"), "acc_de": spread("acc_de")}
 
     def main(self):
         if self.args.fresh and self.work.exists():
@@ -286,34 +376,63 @@ class Recipe(Driver):
         results = self.load_results(results_path)
         results["majority"], results["rows"] = self.majority()
         results["tfidf"] = self.tfidf_baseline()
+        runs = results.setdefault("runs", {})
         for init in self.inits:
-            entry = {"pretrain": None if init == "random" else self.pretrain(init), "finetune": self.finetune(init)}
-            entry["eval"] = self.evaluate(init)
-            results[init] = entry
-            write_json(results_path, results, indent=1)
-            self.log(f"{init}: accuracy en {entry['eval']['acc_en']:.2f} %, de {entry['eval']['acc_de']:.2f} %")
+            kept_lms = [(None, None)] if init == "random" else self.pretrain(init, results)
+            for key, kept in kept_lms:
+                row = init if key is None else f"{init}@{key}"
+                entry = runs.get(row) or {"init": init, "budget": key}
+                if kept is not None and "lm" not in entry:
+                    entry.update(checkpoint=str(kept), lm=self.score_lm(init, key, kept))
+                entry["classifier"] = self.finetune(row, kept)
+                runs[row] = entry
+                write_json(results_path, results, indent=1)
+                self.log(f"{row}: accuracy en {entry['classifier']['acc_en']:.2f} %, "
+                         f"de {entry['classifier']['acc_de']:.2f} %")  # fmt: skip
+        first_lm = next((r["checkpoint"] for r in runs.values() if r.get("checkpoint")), None)
+        if first_lm and self.bli.exists() and "probe_random" not in results:
+            save = self.work / "checkpoints"
+            results["probe_random"] = self.measure.probe(first_lm, self.bli, save / "probe_random.json",
+                                                         save / "probe_random.log", random_init=True)  # fmt: skip
+        results["seeds"] = self.seed_spread(results)
+        write_json(results_path, results, indent=1)
         self.publish(self.work, self.report(results))
+        figure = figures.xcls(self.work, results)
+        if figure is not None:
+            self.log(f"figure: {figure}")
 
 
 def main(argv=None):
     p = ArgumentParser(name="xcls", prog="recipes/xcls.sh", description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="tiny data, model and budgets (a pipeline check; what CI runs)")
-    p.add_argument("--experiment", action="store_true",
-                   help="the shared corpora and the whole topic set, random, MLM, MLM+TLM, 16k-update LMs (~2 h)")
+    p.add_argument(
+        "--experiment",
+        action="store_true",
+        help="the shared corpora and the whole topic set, random, MLM, MLM+TLM, LMs of 15 and 30 CPU-minutes",
+    )
     p.add_argument("--inits", help="comma-separated: random, mlm, mlm_tlm (default random,mlm_tlm; --experiment all)")
-    p.add_argument("--pretrain-updates", type=int,
-                   help="updates of each pretraining (default 2500, about 5 minutes; --experiment 16000, about 30)")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--lm-minutes", type=minutes_list,
+                        help="LM budgets in CPU-minutes, e.g. 30,60: each LM scored and fine-tuned at each "
+                             "(--experiment default 15,30)")  # fmt: skip
+    budget.add_argument("--pretrain-updates", type=int, help="one LM budget in updates (default 2500; --tiny 60)")
+    p.add_argument("--seeds", type=int, help="fine-tuning seeds of the best row (default 1; --experiment 3)")
     p.add_argument("--finetune-epochs", type=int, help="epochs of each fine-tuning (default 8; --experiment 6)")
     p.add_argument("--finetune-lr", type=float, help="peak learning rate of the fine-tuning (default 5e-4)")
     p.add_argument("--work-dir", help="where everything goes (default runs/xcls-{sample,tiny,experiment})")
-    p.add_argument("--shared-data", default=str(ROOT.parent / "shared" / "data"),
-                   help="the shared corpora, for --experiment (default ../shared/data)")
+    p.add_argument(
+        "--shared-data",
+        default=str(ROOT.parent / "shared" / "data"),
+        help="the shared corpora, for --experiment and the lexicon probe (default ../shared/data)",
+    )
     p.add_argument("--fresh", action="store_true", help="delete the work directory first")
     args = p.parse_args(argv)
     if args.tiny and args.experiment:
         p.error("--tiny and --experiment exclude each other")
     if args.experiment and not (Path(args.shared_data) / "xcls" / "train.en.tsv").exists():
         p.error(f"--shared-data: {args.shared_data}/xcls/train.en.tsv not found")
+    if args.seeds is not None and args.seeds < 1:
+        p.error(f"--seeds: expected 1 or more, got {args.seeds}")
     Recipe(args).main()
 
 

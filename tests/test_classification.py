@@ -379,12 +379,31 @@ def test_retrieval_command(pretrained, data_bin, tmp_path):
 
 @pytest.mark.slow
 def test_xcls_recipe_tiny(tmp_path):
-    """The offline recipe end to end at its CI size: pretraining, fine-tuning both inits, the table."""
-    proc = run(["bash", ROOT / "recipes" / "xcls.sh", "--tiny", "--work-dir", tmp_path / "w"],
-               env_extra={"PATH": f"{BIN}:/usr/bin:/bin"})  # fmt: skip
-    table = (tmp_path / "w" / "results.md").read_text()
-    assert "| random |" in table and "| mlm_tlm |" in table and "| majority class |" in table
-    results = json.loads((tmp_path / "w" / "results.json").read_text())
-    assert results["mlm_tlm"]["pretrain"]["updates"] > 0
-    assert "retrieval_lm" in results["mlm_tlm"]["eval"]
+    """The recipe end to end at its CI size with two LM budgets in minutes (as --experiment runs):
+    the LM's speed measured, each budget scored (perplexity, probe, retrieval) and fine-tuned, the
+    best row's seeds, the table and the figure."""
+    work = tmp_path / "w"
+    proc = run(["bash", ROOT / "recipes" / "xcls.sh", "--tiny", "--lm-minutes", "0.1,0.2", "--seeds", "2",
+                "--work-dir", work], env_extra={"PATH": f"{BIN}:/usr/bin:/bin"})  # fmt: skip
     assert proc.returncode == 0
+    results = json.loads((work / "results.json").read_text())
+    assert set(results["runs"]) == {"random", "mlm_tlm@0.1min", "mlm_tlm@0.2min"}
+    speed = results["speed"]["mlm_tlm"]
+    short, long = results["runs"]["mlm_tlm@0.1min"]["lm"], results["runs"]["mlm_tlm@0.2min"]["lm"]
+    # budgets counted in updates from the measured speed; the second continues the first
+    assert 0 < short["updates"] < long["updates"] <= round(speed * 60 * 0.2) + 1
+    for lm in (short, long):
+        assert lm["lm"]["en"]["fullmask_ppl"] > 1 and "en-de" in lm["retrieval"]
+        assert lm["probe"]["contextual"]["csls_p@1"] <= lm["probe"]["contextual"]["csls_p@5"]
+    assert results["probe_random"]["contextual"]["nn_p@1"] >= 0
+    assert "'dropout': 0.1," in (work / "checkpoints" / "pretrain_mlm_tlm" / "train.log").read_text()
+    seeds = results["seeds"]
+    assert seeds["row"] in ("mlm_tlm@0.1min", "mlm_tlm@0.2min") and seeds["seeds"] == [1, 2]
+    assert (work / "checkpoints" / f"classify_{seeds['row']}_seed2" / "eval.json").exists()
+    table = (work / "results.md").read_text()
+    for row in ("| random |", "| mlm_tlm | 0.1min |", "| mlm_tlm | 0.2min |", "| majority class |", "Seeds of"):
+        assert row in table, row
+    assert (work / "figures" / "xcls.png").stat().st_size > 1000
+    bad = run(["bash", ROOT / "recipes" / "xcls.sh", "--tiny", "--lm-minutes", "30,15", "--work-dir", work],
+              ok=False, env_extra={"PATH": f"{BIN}:/usr/bin:/bin"})  # fmt: skip
+    assert bad.returncode == 2 and "--lm-minutes" in bad.stderr and "increasing minutes" in bad.stderr

@@ -13,6 +13,7 @@ but the logs it is given. Every run trains with the shared optimiser (``recipes/
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Dict, Optional
@@ -21,6 +22,7 @@ from recipes.lib.driver import ROOT, Driver
 from recipes.lib.optim import optim_flags
 
 BIN = Path(sys.executable).parent
+CALIBRATION_SECONDS = 75  # how long a run's speed is measured before its budget in minutes is counted in updates
 
 
 def model_args(p: dict) -> list:
@@ -53,6 +55,21 @@ def checkpoint_updates(checkpoint) -> int:
     from xlm_fairseq.assets import read_checkpoint
 
     return int(read_checkpoint(str(checkpoint))["optimizer_history"][-1]["num_updates"])
+
+
+def measure_speed(driver: Driver, cmd: list, save: Path, interval: int) -> float:
+    """Updates per second of a fairseq-train command run alone (``cmd`` bounds its own time and logs
+    JSON to SAVE/train.log): the median over log windows of ``interval`` updates, the first left
+    out. Budgets in minutes become updates from it, so that what else the machine does later cannot
+    change what a budget buys."""
+    shutil.rmtree(save, ignore_errors=True)
+    save.mkdir(parents=True)
+    driver.run([*cmd, "--log-interval", interval, "--no-save"], save / "stdout.log")
+    ups = [float(json.loads(line[line.index("{") :])["ups"])
+           for line in (save / "train.log").read_text().splitlines() if '"ups"' in line]  # fmt: skip
+    if len(ups) < 2:
+        driver.fail(f"the speed measurement logged too few updates (see {save}/train.log)")
+    return round(sorted(ups[1:])[len(ups[1:]) // 2], 3)
 
 
 def parse_budget(value: str) -> float:

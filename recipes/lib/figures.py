@@ -8,8 +8,12 @@ which ``scripts/setup.sh`` installs); without it a recipe says so in one line an
   logs (the wall clock of the training line before each validation);
 * ablation: test BLEU per run, both directions, beside copying (``results.json``);
 * scale: full-mask perplexity and the contextual lexicon probe against CPU-minutes, one line per
-  pretraining configuration (``results.json``)."""
+  pretraining configuration (``results.json``);
+* xcls: German zero-shot accuracy, the lexicon probe (frequent words) and the LM's sentence
+  retrieval against the LM budget, one line per pretraining, beside random init and TF-IDF
+  (``results.json``)."""
 
+import logging
 import re
 import sys
 from pathlib import Path
@@ -26,6 +30,8 @@ def pyplot():
     try:
         import matplotlib
 
+        # fairseq's imports (hydra) may have set the root logger to DEBUG: keep matplotlib's font search out
+        logging.getLogger("matplotlib").setLevel(logging.WARNING)
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -134,6 +140,42 @@ def scale(work: Path, results: dict) -> Optional[Path]:
     right.set(title="lexicon probe de→en, contextual P@1 (%)", xlabel="CPU-minutes")
     _legends(left, right, fontsize=7)
     return _save(fig, work / "figures" / "scale.png")
+
+
+def xcls(work: Path, results: dict) -> Optional[Path]:
+    plt = pyplot()
+    if plt is None:
+        return None
+    runs = results.get("runs") or {}
+    by_init: Dict[str, list] = {}
+    for r in runs.values():
+        if r.get("lm"):
+            key = r["budget"]  # "30min" or "2500u"
+            budget = float(key[:-3]) if key.endswith("min") else float(key[:-1])
+            by_init.setdefault(r["init"], []).append((budget, r))
+    unit = "LM CPU-minutes" if any(r["budget"].endswith("min") for r in runs.values() if r.get("lm")) else "LM updates"
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    for init, points in sorted(by_init.items()):
+        points.sort(key=lambda p: p[0])
+        budgets = [b for b, _ in points]
+        axes[0].plot(budgets, [r["classifier"]["acc_de"] for _, r in points], marker="o", label=init)
+        probe = [r["lm"].get("probe", {}).get("frequent", {}).get("contextual", {}).get("csls_p@1") for _, r in points]
+        if all(v is not None for v in probe):
+            axes[1].plot(budgets, probe, marker="o", label=init)
+        retrieval = [(r["lm"]["retrieval"]["en-de"] + r["lm"]["retrieval"]["de-en"]) / 2 for _, r in points]
+        axes[2].plot(budgets, retrieval, marker="o", label=init)
+    for name, style in (("random", "--"), ("tfidf", ":")):
+        row = runs.get(name, {}).get("classifier") if name == "random" else results.get(name)
+        if row:
+            axes[0].axhline(float(row["acc_de"]), color="grey", linestyle=style, label=f"{name} (de)")
+    random_probe = (results.get("probe_random") or {}).get("frequent", {}).get("contextual")
+    if random_probe:
+        axes[1].axhline(float(random_probe["csls_p@1"]), color="grey", linestyle="--", label="random init")
+    axes[0].set(title="zero-shot accuracy, German (%)", xlabel=unit)
+    axes[1].set(title="lexicon probe de→en, frequent words, ctx. CSLS P@1 (%)", xlabel=unit)
+    axes[2].set(title="retrieval en↔de of the LM, acc@1 (%)", xlabel=unit)
+    _legends(*axes, fontsize=7)
+    return _save(fig, work / "figures" / "xcls.png")
 
 
 def main(argv=None) -> int:
