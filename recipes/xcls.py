@@ -22,7 +22,9 @@ is scored — XLM's validation perplexity, the lexicon probe (``xlm_fairseq.eval
 English and German validation texts (``xlm_fairseq.evaluation.retrieval``, mean-pooled last layer,
 cosine, accuracy@1) — and fine-tuned: each classifier the same number of epochs with the same
 hyper-parameters, the checkpoint with the best *English* validation accuracy kept (no German label is
-used for any choice), scored on both validation files (``xlm_fairseq.inference.classify``). The row of
+used for any choice), scored on both validation files (``xlm_fairseq.inference.classify``);
+``--finetune-budgets last`` fine-tunes the last budget's LMs only (a re-run without it adds the
+others). The row of
 best German accuracy is fine-tuned again with other seeds (``--seeds``) for its spread. A TF-IDF +
 logistic-regression classifier on the same English training rows is the reference the task's
 README gives.
@@ -323,8 +325,7 @@ class Recipe(Driver):
             return f"{ctx['nn_p@1']:.1f} / {ctx['csls_p@1']:.1f} | {band}"
 
         for row, r in results.get("runs", {}).items():
-            lm, ev = r.get("lm"), r["classifier"]
-            cl = ev["retrieval_classifier"]
+            lm, ev = r.get("lm"), r.get("classifier")
             if lm:
                 ppl = lm["lm"]
                 lm_cells = (f"{r['budget']} | {lm['updates']} | {ppl['en']['fullmask_ppl']:.1f} / "
@@ -332,8 +333,13 @@ class Recipe(Driver):
                             f"{lm['retrieval']['en-de']:.1f} / {lm['retrieval']['de-en']:.1f}")  # fmt: skip
             else:
                 lm_cells = f"— | — | — | {probe_cells(results.get('probe_random'))} | —"
-            lines.append(f"| {r['init']} | {lm_cells} | {ev['acc_en']:.2f} | **{ev['acc_de']:.2f}** | "
-                         f"{cl['en-de']:.1f} / {cl['de-en']:.1f} |")  # fmt: skip
+            if ev:
+                cl = ev["retrieval_classifier"]
+                classifier_cells = (f"{ev['acc_en']:.2f} | **{ev['acc_de']:.2f}** | "
+                                    f"{cl['en-de']:.1f} / {cl['de-en']:.1f}")  # fmt: skip
+            else:
+                classifier_cells = "— | — | —"  # --finetune-budgets last
+            lines.append(f"| {r['init']} | {lm_cells} | {classifier_cells} |")
         for name, label in (
             ("tfidf", "TF-IDF + logistic regression (words, 1–2-grams)"),
             ("majority", "majority class"),
@@ -352,7 +358,7 @@ class Recipe(Driver):
 
     def seed_spread(self, results):
         """The row of best German accuracy fine-tuned again with seeds 2..N: its spread."""
-        rows = {k: r for k, r in results["runs"].items() if r.get("lm")}
+        rows = {k: r for k, r in results["runs"].items() if r.get("lm") and r.get("classifier")}
         if self.p["seeds"] < 2 or not rows:
             return None
         best = max(rows, key=lambda k: rows[k]["classifier"]["acc_de"])
@@ -377,6 +383,7 @@ class Recipe(Driver):
         results["majority"], results["rows"] = self.majority()
         results["tfidf"] = self.tfidf_baseline()
         runs = results.setdefault("runs", {})
+        last = self.budgets()[-1][0]
         for init in self.inits:
             kept_lms = [(None, None)] if init == "random" else self.pretrain(init, results)
             for key, kept in kept_lms:
@@ -384,8 +391,11 @@ class Recipe(Driver):
                 entry = runs.get(row) or {"init": init, "budget": key}
                 if kept is not None and "lm" not in entry:
                     entry.update(checkpoint=str(kept), lm=self.score_lm(init, key, kept))
-                entry["classifier"] = self.finetune(row, kept)
                 runs[row] = entry
+                if key not in (None, last) and self.args.finetune_budgets == "last":
+                    write_json(results_path, results, indent=1)  # the LM scored, its classifier later
+                    continue
+                entry["classifier"] = self.finetune(row, kept)
                 write_json(results_path, results, indent=1)
                 self.log(f"{row}: accuracy en {entry['classifier']['acc_en']:.2f} %, "
                          f"de {entry['classifier']['acc_de']:.2f} %")  # fmt: skip
@@ -416,6 +426,9 @@ def main(argv=None):
                         help="LM budgets in CPU-minutes, e.g. 30,60: each LM scored and fine-tuned at each "
                              "(--experiment default 15,30)")  # fmt: skip
     budget.add_argument("--pretrain-updates", type=int, help="one LM budget in updates (default 2500; --tiny 60)")
+    p.add_argument("--finetune-budgets", choices=("every", "last"), default="every",
+                   help="fine-tune the LM of every budget (default) or of the last only (the others scored as LMs; "
+                        "a re-run with 'every' adds their classifiers)")  # fmt: skip
     p.add_argument("--seeds", type=int, help="fine-tuning seeds of the best row (default 1; --experiment 3)")
     p.add_argument("--finetune-epochs", type=int, help="epochs of each fine-tuning (default 8; --experiment 6)")
     p.add_argument("--finetune-lr", type=float, help="peak learning rate of the fine-tuning (default 5e-4)")

@@ -4,7 +4,7 @@
 # Details and options: bash recipes/xcls.sh --help (python -m recipes.xcls).
 #   bash recipes/xcls.sh               # about 10 minutes on 2 cores: random init vs MLM+TLM
 #   bash recipes/xcls.sh --tiny        # a few minutes: tiny data, model and budgets (what CI runs)
-#   bash recipes/xcls.sh --experiment  # ../shared/data, random / MLM / MLM+TLM, 30-min LMs (about 2 hours)
+#   bash recipes/xcls.sh --experiment  # ../shared/data, random / MLM / MLM+TLM, LMs of 15 and 30 CPU-minutes (~2 h)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-python}"

@@ -383,9 +383,16 @@ def test_xcls_recipe_tiny(tmp_path):
     the LM's speed measured, each budget scored (perplexity, probe, retrieval) and fine-tuned, the
     best row's seeds, the table and the figure."""
     work = tmp_path / "w"
-    proc = run(["bash", ROOT / "recipes" / "xcls.sh", "--tiny", "--lm-minutes", "0.1,0.2", "--seeds", "2",
-                "--work-dir", work], env_extra={"PATH": f"{BIN}:/usr/bin:/bin"})  # fmt: skip
-    assert proc.returncode == 0
+    xcls = ["bash", ROOT / "recipes" / "xcls.sh", "--tiny", "--lm-minutes", "0.1,0.2", "--work-dir", work]
+    path = {"PATH": f"{BIN}:/usr/bin:/bin"}
+    run([*xcls, "--finetune-budgets", "last"], env_extra=path)  # the 0.1-min LM scored, not fine-tuned
+    results = json.loads((work / "results.json").read_text())
+    assert "classifier" not in results["runs"]["mlm_tlm@0.1min"] and results["seeds"] is None
+    assert "| mlm_tlm | 0.1min |" in (work / "results.md").read_text()
+    kept = work / "checkpoints" / "pretrain_mlm_tlm" / "budget_0.2min.pt"
+    before = kept.stat().st_mtime_ns
+    run([*xcls, "--seeds", "2"], env_extra=path)  # the re-run adds its classifier and the seeds, nothing else
+    assert kept.stat().st_mtime_ns == before
     results = json.loads((work / "results.json").read_text())
     assert set(results["runs"]) == {"random", "mlm_tlm@0.1min", "mlm_tlm@0.2min"}
     speed = results["speed"]["mlm_tlm"]
@@ -396,6 +403,7 @@ def test_xcls_recipe_tiny(tmp_path):
         assert lm["lm"]["en"]["fullmask_ppl"] > 1 and "en-de" in lm["retrieval"]
         assert lm["probe"]["contextual"]["csls_p@1"] <= lm["probe"]["contextual"]["csls_p@5"]
     assert results["probe_random"]["contextual"]["nn_p@1"] >= 0
+    assert all("classifier" in r for r in results["runs"].values())
     assert "'dropout': 0.1," in (work / "checkpoints" / "pretrain_mlm_tlm" / "train.log").read_text()
     seeds = results["seeds"]
     assert seeds["row"] in ("mlm_tlm@0.1min", "mlm_tlm@0.2min") and seeds["seeds"] == [1, 2]
@@ -404,6 +412,5 @@ def test_xcls_recipe_tiny(tmp_path):
     for row in ("| random |", "| mlm_tlm | 0.1min |", "| mlm_tlm | 0.2min |", "| majority class |", "Seeds of"):
         assert row in table, row
     assert (work / "figures" / "xcls.png").stat().st_size > 1000
-    bad = run(["bash", ROOT / "recipes" / "xcls.sh", "--tiny", "--lm-minutes", "30,15", "--work-dir", work],
-              ok=False, env_extra={"PATH": f"{BIN}:/usr/bin:/bin"})  # fmt: skip
+    bad = run([*xcls[:3], "--lm-minutes", "30,15", "--work-dir", work], ok=False, env_extra=path)
     assert bad.returncode == 2 and "--lm-minutes" in bad.stderr and "increasing minutes" in bad.stderr

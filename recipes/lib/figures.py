@@ -27,11 +27,11 @@ Curve = List[Tuple[float, float]]
 
 def pyplot():
     """matplotlib's pyplot without a display, or None (with one line saying how to get it)."""
+    # fairseq's imports (hydra) may have set the root logger to DEBUG: keep matplotlib's import and font search out
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     try:
         import matplotlib
 
-        # fairseq's imports (hydra) may have set the root logger to DEBUG: keep matplotlib's font search out
-        logging.getLogger("matplotlib").setLevel(logging.WARNING)
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -158,7 +158,9 @@ def xcls(work: Path, results: dict) -> Optional[Path]:
     for init, points in sorted(by_init.items()):
         points.sort(key=lambda p: p[0])
         budgets = [b for b, _ in points]
-        axes[0].plot(budgets, [r["classifier"]["acc_de"] for _, r in points], marker="o", label=init)
+        tuned = [(b, r["classifier"]["acc_de"]) for b, r in points if r.get("classifier")]
+        if tuned:
+            axes[0].plot(*zip(*tuned), marker="o", label=init)
         probe = [r["lm"].get("probe", {}).get("frequent", {}).get("contextual", {}).get("csls_p@1") for _, r in points]
         if all(v is not None for v in probe):
             axes[1].plot(budgets, probe, marker="o", label=init)
