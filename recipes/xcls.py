@@ -11,29 +11,18 @@ Runs, one per ``--inits`` entry:
   random    the classifier from random initialisation (the vocabulary and pipeline of the data-bin)
   mlm       pretrained with MLM on the en and de monolingual streams
   mlm_tlm   pretrained with MLM on them and TLM on the en-de pairs (the same sentences, aligned)
-Pretraining text (``recipes/lib/xcls_corpus.py``) has no package description: the shipped manuals
-sample, or with ``--experiment`` the shared man pages, manuals and interface strings without ddtp,
-every line that is a sentence of a classification text left out. Each LM trains to each of its
-budgets: updates (``--pretrain-updates``), or CPU-minutes (``--lm-minutes``; ``--experiment``: the
-scaling sweep's CPU configuration, 64-token streams and no dropout, to 15 and 30 minutes), counted in
-updates from the LM's own speed measured alone first, as ``recipes/scale.py`` does. At every budget the LM
-is scored — XLM's validation perplexity, the lexicon probe (``xlm_fairseq.evaluation.lexicon`` on
-``../shared/data/bli/de-en.dev.txt``, all words and the frequent band), sentence retrieval between the
-English and German validation texts (``xlm_fairseq.evaluation.retrieval``, mean-pooled last layer,
-cosine, accuracy@1) — and fine-tuned: each classifier the same number of epochs with the same
-hyper-parameters, the checkpoint with the best *English* validation accuracy kept (no German label is
-used for any choice), scored on both validation files (``xlm_fairseq.inference.classify``);
-``--finetune-budgets last`` fine-tunes the last budget's LMs only (a re-run without it adds the
-others). The row of
-best German accuracy is fine-tuned again with other seeds (``--seeds``) for its spread. A TF-IDF +
-logistic-regression classifier on the same English training rows is the reference the task's
-README gives.
+Pretraining text (``recipes/lib/xcls_corpus.py``) has no package description. Each LM trains to each
+of its budgets — updates (``--pretrain-updates``) or CPU-minutes (``--lm-minutes``, counted in updates
+from the LM's speed measured alone, as ``recipes/scale.py`` does) — and is scored at each: XLM's
+perplexity, the lexicon probe, en-de sentence retrieval, and a classifier fine-tuned on English (the
+epoch of best *English* accuracy kept; ``--finetune-budgets last``: the last budget only). The row of
+best German accuracy is fine-tuned again with ``--seeds``; TF-IDF + logistic regression and the
+majority class are the references (``recipes/lib/xcls_baselines.py``). Details: recipes/README.md.
 
 Results: WORK/results.{md,json} and WORK/figures/xcls.png; finished runs are skipped on a re-run
 (``--fresh`` redoes all).
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -42,9 +31,9 @@ import time
 from pathlib import Path
 
 from preprocess.errors import ArgumentParser
-from recipes.lib import figures, xcls_corpus
+from recipes.lib import figures, xcls_baselines, xcls_corpus
 from recipes.lib.driver import Driver
-from recipes.lib.experiments import CALIBRATION_SECONDS, Measure, checkpoint_updates, measure_speed
+from recipes.lib.experiments import CALIBRATION_SECONDS, Measure, checkpoint_updates, measure_speed, minutes_list
 from recipes.lib.optim import optim_flags
 from recipes.lib.stages import copy_file, write_json
 
@@ -69,16 +58,6 @@ EXPERIMENT = dict(SAMPLE, corpus="shared", pretrain_updates=None, lm_minutes=(15
 TINY = dict(SAMPLE, vocab=1000, dim=64, layers=2, pretrain_updates=60, pretrain_minutes=2.0, pretrain_warmup=10,
             tokens_per_sample=64, pretrain_max_tokens=1024, finetune_epochs=1, truncate_len=64, train_rows=600,
             corpus_lines=1500, calibration_seconds=10, calibration_interval=5)  # fmt: skip
-
-
-def minutes_list(value: str):
-    try:
-        out = tuple(float(x) for x in value.split(",") if x.strip())
-    except ValueError:
-        out = ()
-    if not out or any(m <= 0 for m in out) or list(out) != sorted(set(out)):
-        raise argparse.ArgumentTypeError(f"expected increasing minutes like 15,30, got {value!r}")
-    return out
 
 
 class Recipe(Driver):
@@ -257,40 +236,6 @@ class Recipe(Driver):
                       "--json", result], model_dir / f"retrieval.{checkpoint}.log")  # fmt: skip
         return json.loads(result.read_text())
 
-    def tfidf_baseline(self):
-        """TF-IDF (words, 1-2 grams) + logistic regression on the English training rows, the
-        reference of the task's README; None without scikit-learn."""
-        try:
-            from sklearn.feature_extraction.text import TfidfVectorizer
-            from sklearn.linear_model import LogisticRegression
-        except ImportError:
-            return None
-
-        def rows(name):
-            lines = (self.xcls / name).read_text(encoding="utf-8").splitlines()[1:]
-            return [r.split("\t")[2] for r in lines], [r.split("\t")[1] for r in lines]
-
-        texts, labels = rows("train.en.tsv")
-        vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
-        model = LogisticRegression(max_iter=2000, C=10).fit(vectorizer.fit_transform(texts), labels)
-        result = {}
-        for lang in ("en", "de"):
-            t, gold = rows(f"valid.{lang}.tsv")
-            predicted = model.predict(vectorizer.transform(t))
-            result[f"acc_{lang}"] = round(100 * sum(p == g for p, g in zip(predicted, gold)) / len(gold), 2)
-        return result
-
-    def majority(self):
-        result = {}
-        train = [r.split("\t")[1] for r in (self.xcls / "train.en.tsv").read_text().splitlines()[1:]]
-        top = max(set(train), key=train.count)
-        for lang in ("en", "de"):
-            gold = [r.split("\t")[1] for r in (self.xcls / f"valid.{lang}.tsv").read_text().splitlines()[1:]]
-            result[f"acc_{lang}"] = round(100 * gold.count(top) / len(gold), 2)
-        return result, len(gold)
-
-    # ---- report ------------------------------------------------------------------------
-
     def describe(self, results):
         p = self.p
         if p["lm_minutes"]:
@@ -380,8 +325,8 @@ class Recipe(Driver):
         self.prepare()
         results_path = self.work / "results.json"
         results = self.load_results(results_path)
-        results["majority"], results["rows"] = self.majority()
-        results["tfidf"] = self.tfidf_baseline()
+        results["majority"], results["rows"] = xcls_baselines.majority(self.xcls)
+        results["tfidf"] = xcls_baselines.tfidf(self.xcls)
         runs = results.setdefault("runs", {})
         last = self.budgets()[-1][0]
         for init in self.inits:

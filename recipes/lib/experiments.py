@@ -11,6 +11,7 @@
 Each ``Measure`` method takes the driver that runs commands (``driver.Driver``) and writes nothing
 but the logs it is given. Every run trains with the shared optimiser (``recipes/lib/optim.flags``)."""
 
+import argparse
 import json
 import re
 import shutil
@@ -70,6 +71,16 @@ def measure_speed(driver: Driver, cmd: list, save: Path, interval: int) -> float
     if len(ups) < 2:
         driver.fail(f"the speed measurement logged too few updates (see {save}/train.log)")
     return round(sorted(ups[1:])[len(ups[1:]) // 2], 3)
+
+
+def minutes_list(value: str):
+    try:
+        out = tuple(float(x) for x in value.split(",") if x.strip())
+    except ValueError:
+        out = ()
+    if not out or any(m <= 0 for m in out) or list(out) != sorted(set(out)):
+        raise argparse.ArgumentTypeError(f"expected increasing minutes like 15,30, got {value!r}")
+    return out
 
 
 def parse_budget(value: str) -> float:
