@@ -309,17 +309,59 @@ def test_a_cycled_objective_draws_new_noise_each_round(data_bin):
     )
     task.load_dataset("train")
     zipped = task.dataset("train")
-    zipped.ordered_indices()
+    batches = zipped.batch_by_size(zipped.ordered_indices(), max_tokens=1000)
     n_ro = len(zipped._ordered_indices["ae_ro"])
-    assert len(zipped) > 1.4 * n_ro  # en has 3000 sentences, ro 2000: ro comes round again
+    k = zipped.keys.index("ae_ro")
+    ro = np.concatenate([b[b // zipped.POSITIONS == k] - k * zipped.POSITIONS for b in batches])
+    assert ro.max() > n_ro + 100  # en has 3000 sentences, ro 2000: ro comes round again within the epoch
     same = differ = 0
-    for index in range(min(len(zipped), 2 * n_ro) - n_ro):
-        first, second = zipped[index]["ae_ro"], zipped[index + n_ro]["ae_ro"]
+    for position in range(min(ro.max() + 1, 2 * n_ro) - n_ro):
+        first, second = zipped.item("ae_ro", position), zipped.item("ae_ro", position + n_ro)
         assert torch.equal(first["target"], second["target"])  # the same sentence ...
         if torch.equal(first["source"], second["source"]):
             same += 1
         else:
             differ += 1
     assert differ > 10 * max(same, 1), (same, differ)  # ... with new noise
-    again = zipped[0]["ae_ro"]["source"]
-    assert torch.equal(again, zipped[0]["ae_ro"]["source"]), "draws are reproducible"
+    again = zipped.item("ae_ro", 0)["source"]
+    assert torch.equal(again, zipped.item("ae_ro", 0)["source"]), "draws are reproducible"
+
+
+def epoch_batches(task, max_tokens, split="train"):
+    """The collated batches of one epoch of ``split``, through fairseq's own iterator."""
+    task.load_dataset(split)
+    itr = task.get_batch_iterator(task.dataset(split), max_tokens=max_tokens, max_positions=512, seed=1)
+    return list(itr.next_epoch_itr(shuffle=split == "train"))
+
+
+def test_each_objective_fills_its_own_batch(data_bin):
+    """XLM batches each objective apart: MLM streams beside TLM pairs are as many as without them
+    (a zip sized by the longest objective gave MLM less than half its --max-tokens), and TLM pairs
+    are grouped by length (few pads), every pair once in the epoch."""
+    args = ("--langs", "en,de", "--tokens-per-sample", "32", "--max-tokens", "512", "--step-per-objective")
+    alone, _ = setup_task(data_bin, "cross_lingual_lm", "--mlm-steps", "en,de", *args)
+    mixed, _ = setup_task(data_bin, "cross_lingual_lm", "--mlm-steps", "en,de,en-de", *args)
+    batches = epoch_batches(mixed, 512)
+    for run in (epoch_batches(alone, 512), batches):
+        full = [len(b["mlm_en"]["id"]) == 16 for b in run]  # 512 / 32, but for the remainder
+        assert sum(full) >= len(full) - 1, [len(b["mlm_en"]["id"]) for b in run]
+    pairs = [b["tlm_en-de"] for b in batches]
+    padded = sum(p["net_input"]["src_tokens"].numel() for p in pairs)
+    real = sum(p["ntokens"] for p in pairs)
+    assert all(p["net_input"]["src_tokens"].numel() <= 512 for p in pairs)
+    assert real / padded > 0.9, (real, padded)  # random order: about half the positions were pads
+    ids = torch.cat([p["id"] for p in pairs])
+    n_pairs = len(mixed.dataset("train").datasets["tlm_en-de"])
+    assert sorted(ids.tolist())[:n_pairs] == list(range(n_pairs)), "a pair missing from the epoch"
+
+
+def test_validation_sees_each_sentence_once(data_bin):
+    """Training cycles the objectives with fewer batches; validation must not (a direction's BLEU or
+    perplexity over repeated sentences): each valid sentence of each direction comes exactly once."""
+    task, _ = setup_task(data_bin, "translation_lm", "--langs", "en,de,ro", "--mt-steps", "en-de,ro-en")
+    batches = epoch_batches(task, 300, split="valid")
+    for key, dataset in task.dataset("valid").datasets.items():
+        ids = torch.cat([b[key]["id"] for b in batches if key in b]).tolist()
+        assert sorted(ids) == list(range(len(dataset))), key
+    counts = {key: sum(key in b for b in batches) for key in ("mt_en-de", "mt_ro-en")}
+    assert len(set(counts.values())) == 2, counts  # the directions need different numbers of batches

@@ -9,22 +9,28 @@ import numpy as np
 from fairseq.data import data_utils
 
 
-def batch_by_size_complete(dataset, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
+def batches_of(indices, num_tokens, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
+    """fairseq's ``batch_by_size`` of ``indices`` (``num_tokens``: each one's tokens, in their order),
+    with the indices it drops put in a final batch."""
+    indices = np.asarray(indices, dtype=np.int64)
+    num_tokens = np.asarray(num_tokens, dtype=np.int64)
     batches = data_utils.batch_by_size(
         indices,
-        num_tokens_fn=dataset.num_tokens,
-        num_tokens_vec=np.asarray(dataset.num_tokens_vec(indices), dtype=np.int64),
+        num_tokens_fn=None,
+        num_tokens_vec=num_tokens,
         max_tokens=max_tokens,
         max_sentences=max_sentences,
         required_batch_size_multiple=required_batch_size_multiple,
     )
     batched = np.concatenate(batches) if len(batches) else np.array([], dtype=np.int64)
-    missing = np.setdiff1d(np.asarray(indices), batched, assume_unique=False)
-    if len(missing):
-        # keep the caller's order among the missing ones
-        order = np.asarray(indices)[np.isin(np.asarray(indices), missing)]
-        batches = list(batches) + [order.astype(np.int64)]
+    missing = np.isin(indices, batched, invert=True)
+    if missing.any():
+        batches = list(batches) + [indices[missing]]  # in the caller's order
     return batches
+
+
+def batch_by_size_complete(dataset, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
+    return batches_of(indices, dataset.num_tokens_vec(indices), max_tokens, max_sentences, required_batch_size_multiple)
 
 
 class CompleteBatchesMixin:

@@ -10,7 +10,7 @@ from fairseq.data import FairseqDataset, RoundRobinZipDatasets, TokenBlockDatase
 
 from xlm_fairseq.errors import XLMUserError
 
-from .batching import CompleteBatchesMixin
+from .batching import batches_of
 from .masking import MaskedLMConfig, eval_pred_mask, mask_tokens, seeded_generator
 
 logger = logging.getLogger(__name__)
@@ -76,7 +76,10 @@ class LMObjectiveDataset(FairseqDataset):
         return np.asarray(self.dataset.sizes)[indices]
 
     def ordered_indices(self):
-        return np.random.permutation(len(self))
+        """Shuffled, then sorted by length: batches of like lengths, few pads (XLM's ``group_by_size``
+        for parallel data; stream blocks all have one length, so they stay shuffled)."""
+        order = np.random.permutation(len(self))
+        return order[np.argsort(np.asarray(self.sizes)[order], kind="mergesort")]
 
     def set_epoch(self, epoch):
         self.epoch = epoch
@@ -148,14 +151,26 @@ def random_draw_datasets(dataset, depth=6):
     return found
 
 
-class ObjectiveZipDataset(CompleteBatchesMixin, RoundRobinZipDatasets):
-    """One item of every objective per index (smaller datasets cycle), filtered per objective:
-    by ``max_sizes`` (key -> limit on each column of the dataset's sizes, e.g. (source, target);
-    XLM's training length filter) and by fairseq's ``max_positions``."""
+class ObjectiveZipDataset(RoundRobinZipDatasets):
+    """The objectives' batches zipped: batch j of an epoch holds batch j of every objective, each
+    batched on its own (its own items fill ``--max-tokens``, in length order: XLM batches each
+    objective apart, parallel data grouped by size), so an MLM batch is as large beside TLM pairs as
+    alone. In training an objective with fewer batches cycles, each round drawing new masks and
+    noise; with ``cycle=False`` (validation) each item comes once, and the later batches hold only the
+    objectives that still have items.
 
-    def __init__(self, datasets, max_sizes=None, **kwargs):
+    Items are filtered per objective: by ``max_sizes`` (key -> limit on each column of the dataset's
+    sizes, e.g. (source, target); XLM's training length filter) and by fairseq's ``max_positions``.
+    An index names (objective k, position p): ``k * POSITIONS + p``, the item ``order[p % n]`` of the
+    objective's n ordered items in round ``p // n``."""
+
+    POSITIONS = 2**40
+
+    def __init__(self, datasets, max_sizes=None, cycle=True, **kwargs):
         super().__init__(datasets, **kwargs)
         self.max_sizes = max_sizes or {}
+        self.cycle = cycle
+        self.keys = list(self.datasets)
 
     def filter_indices_by_size(self, indices, max_positions=None):
         for key, dataset in self.datasets.items():
@@ -181,25 +196,63 @@ class ObjectiveZipDataset(CompleteBatchesMixin, RoundRobinZipDatasets):
                     raise XLMUserError(f"{key}: no training sample is within the {what} ({limit})")
         return np.arange(len(self)), []
 
-    def num_tokens_vec(self, indices):
-        """Vectorised ``num_tokens`` (fairseq's per-index batching path drops a short last batch)."""
-        sizes = []
+    def batch_by_size(self, indices, max_tokens=None, max_sentences=None, required_batch_size_multiple=1):
+        """Every objective's batches of its ordered items, zipped to as many batches as the longest list
+        (``indices``, fairseq's ``arange(len(self))``, only says the zip has been ordered and filtered)."""
+        per_objective = []
         for key, dataset in self.datasets.items():
             order = self._ordered_indices[key]
-            s = np.asarray(dataset.sizes)[order[np.asarray(indices) % len(order)]]
-            sizes.append(s.max(axis=1) if s.ndim == 2 else s)
-        return np.max(sizes, axis=0)
+            sizes = np.asarray(dataset.num_tokens_vec(order), dtype=np.int64)
+            per_objective.append(
+                batches_of(np.arange(len(order)), sizes, max_tokens, max_sentences, required_batch_size_multiple)
+            )
+        count = max(len(batches) for batches in per_objective)
+        zipped = []
+        for j in range(count):
+            parts = []
+            for k, (key, batches) in enumerate(zip(self.keys, per_objective)):
+                rounds, b = divmod(j, len(batches))
+                if rounds and not self.cycle:
+                    continue
+                parts.append(k * self.POSITIONS + rounds * len(self._ordered_indices[key]) + batches[b])
+            zipped.append(np.concatenate(parts))
+        return zipped
+
+    def locate(self, index):
+        """(objective key, its item's index in its dataset, round) of a zip index."""
+        k, position = divmod(int(index), self.POSITIONS)
+        order = self._ordered_indices[self.keys[k]]
+        rounds, p = divmod(position, len(order))
+        return self.keys[k], order[p], rounds
+
+    def item(self, key, position):
+        """The item at ``position`` of objective ``key``; a position past its items is a new round of
+        random draws (masks, noise) over the same items."""
+        key, i, rounds = self.locate(self.keys.index(key) * self.POSITIONS + int(position))
+        for drawing in random_draw_datasets(self.datasets[key]):
+            drawing.round = rounds
+        return self.datasets[key][i]
 
     def __getitem__(self, index):
-        """One item per objective; a smaller dataset that comes round again within the epoch draws
-        new noise and masks (its random draws are seeded by the round, not only the item)."""
-        items = OrderedDict()
-        for key, dataset in self.datasets.items():
-            order = self._ordered_indices[key]
-            for drawing in random_draw_datasets(dataset):
-                drawing.round = index // len(order)
-            items[key] = dataset[order[index % len(order)]]
-        return items
+        k, position = divmod(int(index), self.POSITIONS)
+        return self.keys[k], self.item(self.keys[k], position)
+
+    def num_tokens(self, index):
+        key, i, _ = self.locate(index)
+        return self.datasets[key].num_tokens(i)
+
+    def size(self, index):
+        key, i, _ = self.locate(index)
+        return self.datasets[key].size(i)
+
+    def collater(self, samples):
+        """{objective: its collated batch} for the objectives that have items in ``samples``."""
+        if not samples:
+            return None
+        grouped = OrderedDict((key, []) for key in self.keys)
+        for key, item in samples:
+            grouped[key].append(item)
+        return OrderedDict((key, self.datasets[key].collater(items)) for key, items in grouped.items() if items)
 
     def ordered_indices(self):
         self._ordered_indices = None  # the parent caches the first order forever

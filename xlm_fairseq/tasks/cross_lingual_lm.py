@@ -167,7 +167,7 @@ class XLMCrossLingualLMTask(XLMTask):
             logger.warning(f"no {split} data at {path}.bin; that objective is not validated")
         if not datasets:
             raise XLMUserError(f"no {split} data for any objective in {self.cfg.data}")
-        self.datasets[split] = ObjectiveZipDataset(datasets)
+        self.datasets[split] = ObjectiveZipDataset(datasets, cycle=split == "train")
 
     # ---- objective schedule (XLM's shuf_order) ---------------------------------------------
 
