@@ -51,6 +51,7 @@ from recipes.lib.experiments import (
     checkpoint_updates,
     copy_bleu,
     measure_speed,
+    minutes_list,
     model_args,
     train_args,
 )
@@ -120,10 +121,6 @@ def unigram_ratio(lm: dict) -> float:
     """ln(perplexity) / ln(unigram perplexity), averaged over the languages: below 1 the LM predicts
     better than word frequencies; comparable across vocabularies, unlike the perplexities."""
     return sum(math.log(lm[x]["fullmask_ppl"]) / math.log(lm[x]["unigram_ppl"]) for x in LANGS) / len(LANGS)
-
-
-def minutes(value: str):
-    return tuple(float(x) for x in value.split(",") if x)
 
 
 class Sweep(Driver):
@@ -370,7 +367,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="tiny data, models and budgets (a pipeline check)")
     p.add_argument("--phase", choices=("pretrain", "translate", "all"), default="all")
     p.add_argument("--runs", help="comma-separated subset of the runs of the phase(s)")
-    p.add_argument("--budgets", type=minutes, help="budgets in minutes for the runs chosen, e.g. 15,60,240")
+    p.add_argument("--budgets", type=minutes_list, help="budgets in minutes for the runs chosen, e.g. 15,60,240")
     p.add_argument(
         "--lm",
         help=f"translation runs start from this LM, RUN@MINUTES (default {TRANSLATION_BASE['init']})",

@@ -35,7 +35,7 @@ from recipes.lib import figures, xcls_baselines, xcls_corpus
 from recipes.lib.driver import Driver
 from recipes.lib.experiments import CALIBRATION_SECONDS, Measure, checkpoint_updates, measure_speed, minutes_list
 from recipes.lib.optim import optim_flags
-from recipes.lib.stages import copy_file, write_json
+from recipes.lib.stages import copy_file, write_json, write_text
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -180,7 +180,7 @@ class Recipe(Driver):
                 copy_file(save / "checkpoint_last.pt", kept)
             yield key, kept
 
-    def score_lm(self, init, key, kept):
+    def score_lm(self, key, kept):
         """XLM's validation perplexity, the lexicon probe and sentence retrieval of one kept LM."""
         save = kept.parent
         out = {"updates": checkpoint_updates(kept), "lm": self.measure.lm(kept, save / f"validate_{key}.log")}
@@ -224,13 +224,11 @@ class Recipe(Driver):
         return result
 
     def retrieval(self, model_dir, checkpoint, data=None):
-        texts = self.work / "retrieval"
-        texts.mkdir(exist_ok=True)
-        for lang in ("en", "de"):
-            rows = (self.xcls / f"valid.{lang}.tsv").read_text(encoding="utf-8").splitlines()[1:]
-            (texts / f"valid.{lang}").write_text("".join(r.split("\t")[2] + "\n" for r in rows), encoding="utf-8")
-        result = model_dir / f"retrieval.{checkpoint}.json"
+        result, texts = model_dir / f"retrieval.{checkpoint}.json", self.work / "retrieval"
         if not result.exists():
+            for lang in ("en", "de"):  # the validation descriptions, one a line, written once
+                if not (texts / f"valid.{lang}").exists():
+                    write_text(texts / f"valid.{lang}", xcls_corpus.texts(self.xcls / f"valid.{lang}.tsv"))
             self.run([sys.executable, "-m", "xlm_fairseq.evaluation.retrieval", model_dir / checkpoint,
                       "--data", data or ".", "--src", f"en={texts}/valid.en", "--tgt", f"de={texts}/valid.de",
                       "--json", result], model_dir / f"retrieval.{checkpoint}.log")  # fmt: skip
@@ -335,7 +333,7 @@ class Recipe(Driver):
                 row = init if key is None else f"{init}@{key}"
                 entry = runs.get(row) or {"init": init, "budget": key}
                 if kept is not None and "lm" not in entry:
-                    entry.update(checkpoint=str(kept), lm=self.score_lm(init, key, kept))
+                    entry.update(checkpoint=str(kept), lm=self.score_lm(key, kept))
                 runs[row] = entry
                 if key not in (None, last) and self.args.finetune_budgets == "last":
                     write_json(results_path, results, indent=1)  # the LM scored, its classifier later

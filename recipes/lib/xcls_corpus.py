@@ -41,6 +41,12 @@ def classification_sentences(tsv_files: Iterable[Path]) -> Set[str]:
     return found
 
 
+def texts(tsv: Path) -> str:
+    """The ``text`` column of a classification TSV, one text a line (retrieval's input)."""
+    with open(tsv, encoding="utf-8", newline="") as f:
+        return "".join(row["text"] + "\n" for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
 def _read(path: Path) -> List[str]:
     with open(path, encoding="utf-8", newline="\n") as f:
         return [line.strip() for line in f]
