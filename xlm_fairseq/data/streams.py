@@ -155,9 +155,9 @@ class ObjectiveZipDataset(RoundRobinZipDatasets):
     """The objectives' batches zipped: batch j of an epoch holds batch j of every objective, each
     batched on its own (its own items fill ``--max-tokens``, in length order: XLM batches each
     objective apart, parallel data grouped by size), so an MLM batch is as large beside TLM pairs as
-    alone. In training an objective with fewer batches cycles, each round drawing new masks and
-    noise; with ``cycle=False`` (validation) each item comes once, and the later batches hold only the
-    objectives that still have items.
+    alone. An objective with fewer batches cycles, each round drawing new masks and noise. Every batch
+    holds every objective, in validation too: fairseq sums the logging outputs of data-parallel ranks
+    by key, so the ranks' batches must log the same objectives.
 
     Items are filtered per objective: by ``max_sizes`` (key -> limit on each column of the dataset's
     sizes, e.g. (source, target); XLM's training length filter) and by fairseq's ``max_positions``.
@@ -166,10 +166,9 @@ class ObjectiveZipDataset(RoundRobinZipDatasets):
 
     POSITIONS = 2**40
 
-    def __init__(self, datasets, max_sizes=None, cycle=True, **kwargs):
+    def __init__(self, datasets, max_sizes=None, **kwargs):
         super().__init__(datasets, **kwargs)
         self.max_sizes = max_sizes or {}
-        self.cycle = cycle
         self.keys = list(self.datasets)
 
     def filter_indices_by_size(self, indices, max_positions=None):
@@ -212,8 +211,6 @@ class ObjectiveZipDataset(RoundRobinZipDatasets):
             parts = []
             for k, (key, batches) in enumerate(zip(self.keys, per_objective)):
                 rounds, b = divmod(j, len(batches))
-                if rounds and not self.cycle:
-                    continue
                 parts.append(k * self.POSITIONS + rounds * len(self._ordered_indices[key]) + batches[b])
             zipped.append(np.concatenate(parts))
         return zipped

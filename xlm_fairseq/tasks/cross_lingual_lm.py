@@ -167,7 +167,7 @@ class XLMCrossLingualLMTask(XLMTask):
             logger.warning(f"no {split} data at {path}.bin; that objective is not validated")
         if not datasets:
             raise XLMUserError(f"no {split} data for any objective in {self.cfg.data}")
-        self.datasets[split] = ObjectiveZipDataset(datasets, cycle=split == "train")
+        self.datasets[split] = ObjectiveZipDataset(datasets)
 
     # ---- objective schedule (XLM's shuf_order) ---------------------------------------------
 

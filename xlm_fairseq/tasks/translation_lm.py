@@ -212,7 +212,7 @@ class TranslationLMTask(XLMTask):
         if split == "train":  # XLM --max_len, per side; sizes count the </s> (and the source's leading </s>)
             n = self.cfg.max_sentence_len
             max_sizes = {key: (n + 2, n + 1) for key in datasets}
-        self.datasets[split] = ObjectiveZipDataset(datasets, max_sizes=max_sizes, cycle=split == "train")
+        self.datasets[split] = ObjectiveZipDataset(datasets, max_sizes=max_sizes)
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         if not (self.cfg.source_lang and self.cfg.target_lang):
