@@ -225,14 +225,13 @@ class ObjectiveZipDataset(RoundRobinZipDatasets):
     def item(self, key, position):
         """The item at ``position`` of objective ``key``; a position past its items is a new round of
         random draws (masks, noise) over the same items."""
-        key, i, rounds = self.locate(self.keys.index(key) * self.POSITIONS + int(position))
-        for drawing in random_draw_datasets(self.datasets[key]):
-            drawing.round = rounds
-        return self.datasets[key][i]
+        return self[self.keys.index(key) * self.POSITIONS + int(position)][1]
 
     def __getitem__(self, index):
-        k, position = divmod(int(index), self.POSITIONS)
-        return self.keys[k], self.item(self.keys[k], position)
+        key, i, rounds = self.locate(index)
+        for drawing in random_draw_datasets(self.datasets[key]):
+            drawing.round = rounds
+        return key, self.datasets[key][i]
 
     def num_tokens(self, index):
         key, i, _ = self.locate(index)
