@@ -245,6 +245,11 @@ def test_rows_as_xlm_feeds_them():
     batch = data.collater([data[i] for i in data.ordered_indices()])
     assert batch["net_input"]["src_tokens"].tolist() == [[2, 5, 2, 1, 1], [2, 5, 6, 7, 2]]
     assert batch["net_input"]["src_langs"].tolist() == [1, 0] and batch["target"].tolist() == [3, 0]
+    assert batch["langs"].tolist() == [1, 0]
+    # --lang-id: the model reads both rows with id 0, accuracy is still counted by the rows' own languages
+    data = SentenceClassificationDataset([[2, 5, 2], [2, 5, 6, 7, 2]], [1, 0], [3, 0], 1, False, 1, model_langs=[0, 0])
+    batch = data.collater([data[i] for i in data.ordered_indices()])
+    assert batch["net_input"]["src_langs"].tolist() == [0, 0] and batch["langs"].tolist() == [1, 0]
 
 
 def test_xlm_fine_tuning_defaults(xcls, pretrained):
@@ -284,6 +289,53 @@ def test_finetune_layers():
     for bad in ("all", "0:7", "1"):
         with pytest.raises(XLMUserError, match="--finetune-layers"):
             parse_layer_range(bad, 6)
+
+
+def test_lang_id_reads_every_row_as_one_language(classifier, xcls, tmp_path):
+    """lang_id="en" on a classifier fine-tuned without it: German rows get English's language id
+    (what hand-fed tokens with that id give), in Python and with ``classify --lang-id``; a
+    language the model lacks is one line."""
+    from xlm_fairseq.inference.classification_hub import XLMClassificationHubInterface as Hub
+
+    save, _ = classifier
+    own, as_en = (
+        Hub.from_pretrained(save, "checkpoint_best.pt"),
+        Hub.from_pretrained(save, "checkpoint_best.pt", lang_id="en"),
+    )
+    assert as_en.task.model_lang_id("de") == as_en.lang2id["en"] != own.task.model_lang_id("de")
+    rows = read_tsv(str(xcls / "valid.de.tsv"))
+    p_own, p_en = own.probabilities(rows.texts, "de"), as_en.probabilities(rows.texts, "de")
+    assert not torch.allclose(p_own, p_en, atol=1e-3)
+    tokens = torch.tensor(own.task.encode_rows(rows.texts[:1], None, "de")[0][0])
+    with torch.no_grad():
+        logits, _ = own.model(tokens[None], src_langs=torch.tensor([own.lang2id["en"]]))
+    assert torch.allclose(logits.softmax(-1)[0], p_en[0], atol=1e-5)
+    expected = 100 * np.mean([as_en.labels[i] == g for i, g in zip(p_en.argmax(-1).tolist(), rows.labels)])
+    js = tmp_path / "acc.json"
+    run([BIN / "xlm-fairseq-classify", save, xcls / "valid.de.tsv", "--lang-id", "en", "--json", js])
+    assert json.loads(js.read_text())["valid.de.tsv"]["accuracy"] == pytest.approx(expected, abs=0.01)
+    bad = run([BIN / "xlm-fairseq-classify", save, xcls / "valid.de.tsv", "--lang-id", "xx"], ok=False)
+    errors = [line for line in bad.stderr.splitlines() if "error" in line]
+    assert bad.returncode != 0 and len(errors) == 1 and "--lang-id xx" in errors[0], bad.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_fine_tuning_with_lang_id_validates_and_predicts_with_it(xcls, pretrained, tmp_path):
+    """fairseq-train --lang-id en: German validation rows read with English's id, and the
+    checkpoint predicts so by default; a bad --lang-id stops before training, writing nothing."""
+    save = tmp_path / "save"
+    bad = fairseq("train", xcls, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-update", "5",
+                  "--lang-id", "xx", "--save-dir", save, ok=False)  # fmt: skip
+    errors = [line for line in bad.stderr.splitlines() if line.startswith("error: ")]
+    assert bad.returncode != 0 and len(errors) == 1 and "--lang-id xx" in errors[0], bad.stderr[-2000:]
+    assert not save.exists() or not any(save.iterdir())
+    proc = fairseq("train", xcls, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-epoch", "1",
+                   "--lang-id", "en", "--save-dir", save)  # fmt: skip
+    logged = float(json_logs(proc.stdout + proc.stderr, "valid")[-1]["valid_acc_de"])
+    js = tmp_path / "acc.json"
+    run([BIN / "xlm-fairseq-classify", save, xcls / "valid.de.tsv", "--checkpoint-file", "checkpoint_last.pt",
+         "--json", js])  # fmt: skip
+    assert json.loads(js.read_text())["valid.de.tsv"]["accuracy"] == pytest.approx(logged, abs=0.01)
 
 
 @pytest.mark.slow

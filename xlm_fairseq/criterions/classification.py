@@ -29,7 +29,7 @@ class XLMSentenceClassificationCriterion(FairseqCriterion):
         target = sample["target"]
         loss = F.cross_entropy(logits.float(), target, reduction="sum")
         correct = logits.argmax(-1).eq(target)
-        langs = sample["net_input"]["src_langs"]
+        langs = sample["langs"]  # the rows' own languages, whatever ids the model read them with
         n = target.numel()
         log = {"loss": loss.detach(), "ntokens": sample["ntokens"], "nsentences": n, "sample_size": n}
         # counted per language by scatter: bincount's output size needs max(langs) on the host

@@ -37,8 +37,10 @@ def encode_row(
 
 class SentenceClassificationDataset(CompleteBatchesMixin, FairseqDataset):
     """Classification rows (of one or several files and languages), each with its language id and
-    (unless unlabelled) its label index. Batches: ``net_input`` = ``src_tokens`` (B x T, padded on
-    the right), ``src_lengths``, ``src_langs`` (B); ``target`` (B); ``id``; ``nsentences``; ``ntokens``."""
+    (unless unlabelled) its label index; ``model_langs``, the id the model reads each row with
+    (``--lang-id``), is its own language's unless given. Batches: ``net_input`` = ``src_tokens``
+    (B x T, padded on the right), ``src_lengths``, ``src_langs`` (B, the model's ids); ``langs`` (B,
+    the rows' languages: accuracy per language); ``target`` (B); ``id``; ``nsentences``; ``ntokens``."""
 
     def __init__(
         self,
@@ -49,10 +51,13 @@ class SentenceClassificationDataset(CompleteBatchesMixin, FairseqDataset):
         shuffle: bool,
         seed: int,
         group_by_length: bool = False,
+        model_langs: Optional[Sequence[int]] = None,
     ):
         assert len(rows) == len(langs) and (labels is None or len(labels) == len(rows))
         self.rows = [torch.as_tensor(r, dtype=torch.long) for r in rows]
         self.langs = np.asarray(langs, dtype=np.int64)
+        self.model_langs = self.langs if model_langs is None else np.asarray(model_langs, dtype=np.int64)
+        assert len(self.model_langs) == len(self.langs)
         self.labels = None if labels is None else np.asarray(labels, dtype=np.int64)
         self.sizes = np.array([len(r) for r in self.rows], dtype=np.int64)
         self.pad, self.shuffle, self.seed, self.epoch = pad, shuffle, seed, 1
@@ -63,6 +68,7 @@ class SentenceClassificationDataset(CompleteBatchesMixin, FairseqDataset):
 
     def __getitem__(self, index):
         item = {"id": index, "tokens": self.rows[index], "lang": int(self.langs[index])}
+        item["model_lang"] = int(self.model_langs[index])
         if self.labels is not None:
             item["label"] = int(self.labels[index])
         return item
@@ -77,8 +83,9 @@ class SentenceClassificationDataset(CompleteBatchesMixin, FairseqDataset):
             "net_input": {
                 "src_tokens": tokens,
                 "src_lengths": lengths,
-                "src_langs": torch.LongTensor([s["lang"] for s in samples]),
+                "src_langs": torch.LongTensor([s["model_lang"] for s in samples]),
             },
+            "langs": torch.LongTensor([s["lang"] for s in samples]),
             "nsentences": len(samples),
             "ntokens": int(lengths.sum()),
         }

@@ -28,13 +28,21 @@ class XLMClassificationHubInterface(XLMHubInterface):
         self.labels: List[str] = list(task.labels)
 
     @classmethod
-    def from_pretrained(cls, model_name_or_path, checkpoint_file=layout.MODEL_FILE, data_name_or_path=".", **kwargs):
+    def from_pretrained(
+        cls, model_name_or_path, checkpoint_file=layout.MODEL_FILE, data_name_or_path=".", lang_id=None, **kwargs
+    ):
+        """``lang_id``: the language id of every row (``own`` or a language), instead of the
+        ``--lang-id`` the classifier was fine-tuned with (a checkpoint's stored settings take no
+        fairseq override for an option newer than the checkpoint, so it is set on the task here)."""
         x, path = load_checkpoint(model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
         if not is_classifier(x["models"][0]):
             raise XLMUserError(
                 f"{checkpoint_file}: not a classifier (xlm_classification); load it with XLMModel.from_pretrained, "
                 "or fine-tune one with --task xlm_classification --pretrained-xlm-checkpoint"
             )
+        if lang_id is not None:
+            x["task"].cfg.lang_id = lang_id
+            x["task"].model_lang_id(x["task"].langs[0])  # one clear line for a language the model lacks
         return cls(x["args"], x["task"], x["models"][0], model_dir=path)
 
     def predict(self, tokens, langs=None):
@@ -48,7 +56,8 @@ class XLMClassificationHubInterface(XLMHubInterface):
         self, texts: Sequence[str], lang: str, texts_b: Optional[Sequence[str]] = None, max_tokens: int = 4096
     ) -> torch.Tensor:
         """Label probabilities, len(texts) x len(labels), in the order of ``texts``."""
-        lang_id = self._check_lang(lang)
+        self._check_lang(lang)
+        lang_id = self.task.model_lang_id(lang)  # the row's own, or the one --lang-id gives every row
         if (texts_b is not None) != self.task.pairs:
             raise XLMUserError(
                 "this classifier reads sentence pairs: give texts_b="

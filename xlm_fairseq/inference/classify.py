@@ -49,6 +49,11 @@ def main(argv=None) -> int:
     p.add_argument("tsv", nargs="+", help="classification files (id, text [, text_b] [, label] columns)")
     p.add_argument("--checkpoint-file", default="checkpoint_best.pt", help="in the model dir (default: %(default)s)")
     p.add_argument("--lang", help="the language of every file (default: from each name, SPLIT.LANG.tsv)")
+    p.add_argument(
+        "--lang-id",
+        help="the language id of every row: own (each file its language's) or a language, "
+        "e.g. en (default: what the classifier was fine-tuned with, --lang-id of xlm_classification)",
+    )
     p.add_argument("--out-dir", help="write FILE.pred.tsv here for each file")
     p.add_argument("--json", help="write the accuracies to this JSON file")
     p.add_argument("--max-tokens", type=int, default=4096, help="tokens per batch (default: %(default)s)")
@@ -61,7 +66,9 @@ def main(argv=None) -> int:
 
         from xlm_fairseq.inference.classification_hub import XLMClassificationHubInterface
 
-        clf = XLMClassificationHubInterface.from_pretrained(args.model, checkpoint_file=args.checkpoint_file)
+        clf = XLMClassificationHubInterface.from_pretrained(
+            args.model, checkpoint_file=args.checkpoint_file, lang_id=args.lang_id
+        )
         if torch.cuda.is_available() and not args.cpu:
             clf.cuda()
         results = {}

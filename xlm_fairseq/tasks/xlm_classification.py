@@ -64,6 +64,15 @@ class XLMClassificationConfig(XLMDataConfig):
             "end; 0:_1 = all, 4:_1 = layer 4 to the last (the rest frozen); the head is always trained"
         },
     )
+    lang_id: str = field(
+        default="own",
+        metadata={
+            "help": "the language id of every row: own = each row its own language's (XLM), or a language (e.g. "
+            "en) given to every row whatever its language. Fine-tuning on one language leaves the other "
+            "languages' embeddings as pretrained while the stack moves; a small LM transfers better when "
+            "the unseen languages are read with the fine-tuning language's id (recipes/README.md, xcls)"
+        },
+    )
     truncate_len: int = field(
         default=256,
         metadata={
@@ -112,6 +121,17 @@ class XLMClassificationTask(XLMDataTask):
     @property
     def lang2id(self):
         return {lang: i for i, lang in enumerate(self.langs)}
+
+    def model_lang_id(self, lang: str) -> int:
+        """The language id that rows in ``lang`` are given (``--lang-id``)."""
+        chosen = getattr(self.cfg, "lang_id", "own")  # a checkpoint from before the option: own
+        if chosen in ("own", "", None):
+            return self.lang2id[lang]
+        if chosen not in self.lang2id:
+            raise XLMUserError(
+                f"--lang-id {chosen}: not 'own' or one of the model's languages ({','.join(self.langs)})"
+            )
+        return self.lang2id[chosen]
 
     def _find_langs(self) -> List[str]:
         """--langs, else the pretrained model's, else those of the TSV files."""
@@ -288,7 +308,7 @@ class XLMClassificationTask(XLMDataTask):
                 f"{self.data_dir}: no {split}.{{lang}}.tsv for the model's languages ({','.join(self.langs)})"
                 + ("" if split == "train" else "; give --disable-validation to train without")
             )
-        rows, row_langs, labels = [], [], []
+        rows, row_langs, model_langs, labels = [], [], [], []
         for lang in langs:
             path = tsv_path(self.data_dir, split, lang)
             data = read_tsv(path)
@@ -298,6 +318,7 @@ class XLMClassificationTask(XLMDataTask):
             encoded, truncated = self.encode_rows(data.texts, data.texts_b, lang, training=split == "train")
             rows += encoded
             row_langs += [self.lang2id[lang]] * len(encoded)
+            model_langs += [self.model_lang_id(lang)] * len(encoded)
             labels += self.label_ids(data.labels, path)
             limit = f"--truncate-len {self.cfg.truncate_len}" if split == "train" else "the model's positions"
             note = f", {truncated} truncated to {limit}" if truncated else ""
@@ -310,6 +331,7 @@ class XLMClassificationTask(XLMDataTask):
             shuffle=split == "train",
             seed=self.cfg.seed,
             group_by_length=self.cfg.group_by_length,
+            model_langs=model_langs,
         )
 
     # ---- model ----------------------------------------------------------------------------
@@ -317,6 +339,7 @@ class XLMClassificationTask(XLMDataTask):
     def build_model(self, cfg, from_checkpoint=False):
         for name in CARRIED:  # evaluated now, so that every checkpoint carries them
             getattr(self.state, name)
+        self.model_lang_id(self.langs[0])  # a bad --lang-id fails before training
         model = super().build_model(cfg, from_checkpoint)
         self.model_positions = model.encoder.max_positions()  # rows are cut to fit it
         trained = model.freeze_outside(self.cfg.finetune_layers)
