@@ -24,18 +24,18 @@ Results: WORK/results.{md,json} and WORK/figures/xcls.png; finished runs are ski
 """
 
 import json
-import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
 from preprocess.errors import ArgumentParser
-from recipes.lib import figures, xcls_baselines, xcls_corpus
+from recipes.lib import figures, xcls_baselines, xcls_corpus, xcls_report
 from recipes.lib.driver import Driver
 from recipes.lib.experiments import CALIBRATION_SECONDS, Measure, checkpoint_updates, measure_speed, minutes_list
 from recipes.lib.optim import optim_flags
 from recipes.lib.stages import copy_file, write_json, write_text
+from recipes.lib.xcls_report import FINETUNE_LANG
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -201,7 +201,7 @@ class Recipe(Driver):
             self.log(f"fine-tune {row} on English (seed {seed}): {p['finetune_epochs']} epochs")
             start = time.time()
             self.run([BIN / "fairseq-train", data, *self.common(save, log, p["finetune_lr"], 100, seed),
-                      *self.model_args(), *start_from, "--task", "xlm_classification", "--train-langs", "en",
+                      *self.model_args(), *start_from, "--task", "xlm_classification", "--train-langs", FINETUNE_LANG,
                       "--valid-langs", "en,de", "--truncate-len", p["truncate_len"], "--batch-size", p["batch"],
                       "--max-epoch", p["finetune_epochs"], "--best-checkpoint-metric", "acc_en",
                       "--maximize-best-checkpoint-metric"], save / "stdout.log")  # fmt: skip
@@ -210,16 +210,25 @@ class Recipe(Driver):
         return dict(info, **self.evaluate(save))
 
     def evaluate(self, save):
+        """English and German accuracy of the best checkpoint, German read with its own language id
+        (XLM) and with the fine-tuning language's (``--lang-id``); retrieval on its stack."""
         out = save / "eval.json"
-        if out.exists():
-            return json.loads(out.read_text())
-        files = [self.xcls / "valid.en.tsv", self.xcls / "valid.de.tsv"]
-        self.run([sys.executable, "-m", "xlm_fairseq.inference.classify", save, *files, "--checkpoint-file",
-                  "checkpoint_best.pt", "--out-dir", save / "predictions", "--json", save / "accuracy.json"],
-                 save / "classify.log")  # fmt: skip
-        accuracy = json.loads((save / "accuracy.json").read_text())
-        result = {"acc_en": accuracy["valid.en.tsv"]["accuracy"], "acc_de": accuracy["valid.de.tsv"]["accuracy"],
-                  "retrieval_classifier": self.retrieval(save, "checkpoint_best.pt")}  # fmt: skip
+        result = json.loads(out.read_text()) if out.exists() else {}
+        for lang_id, files, key in (("own", ("en", "de"), "acc_de"), (FINETUNE_LANG, ("de",), "acc_de_en_id")):
+            if key in result:
+                continue
+            name = "accuracy" if lang_id == "own" else f"accuracy_lang_id_{lang_id}"
+            tsv = [self.xcls / f"valid.{lang}.tsv" for lang in files]
+            self.run([sys.executable, "-m", "xlm_fairseq.inference.classify", save, *tsv, "--checkpoint-file",
+                      "checkpoint_best.pt", "--lang-id", lang_id, "--json", save / f"{name}.json"],
+                     save / f"classify_{lang_id}.log")  # fmt: skip
+            accuracy = {k[len("valid.") : -len(".tsv")]: v["accuracy"] for k, v in
+                        json.loads((save / f"{name}.json").read_text()).items()}  # fmt: skip
+            if lang_id == "own":
+                result["acc_en"] = accuracy["en"]
+            result[key] = accuracy["de"]
+        if "retrieval_classifier" not in result:
+            result["retrieval_classifier"] = self.retrieval(save, "checkpoint_best.pt")
         write_json(out, result)
         return result
 
@@ -234,77 +243,17 @@ class Recipe(Driver):
                       "--json", result], model_dir / f"retrieval.{checkpoint}.log")  # fmt: skip
         return json.loads(result.read_text())
 
-    def describe(self, results):
-        p = self.p
-        if p["lm_minutes"]:
-            speeds = ", ".join(f"{i} {s:g}" for i, s in results.get("speed", {}).items())
-            minutes = ", ".join(f"{m:g}" for m in p["lm_minutes"])
-            budget = f"budgets {minutes} CPU-minutes (updates/s measured alone: {speeds})"
-        else:
-            budget = f"{p['pretrain_updates']} updates"
-        return (
-            f"Date {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, torch {__import__('torch').__version__}; "
-            f"mode {self.mode}; model {p['dim']} dims, {p['layers']} layers, {p['heads']} heads, vocabulary "
-            f"{p['vocab']}; pretraining per LM: {budget}, `--step-per-objective`, lr {p['pretrain_lr']:g} after "
-            f"{p['pretrain_warmup']} warm-up updates, {p['tokens_per_sample']}-token streams, "
-            f"{p['pretrain_max_tokens']} tokens a step, dropout {p['pretrain_dropout']:g}; fine-tuning "
-            f"{p['finetune_epochs']} epochs on English, lr {p['finetune_lr']:g}, batches of {p['batch']}, dropout 0.1, "
-            f"the checkpoint of best English accuracy; validation: {results.get('rows', '?')} packages in English "
-            f"and German."
-        )
-
     def report(self, results):
-        lines = [self.describe(results), "",
-                 "| init | LM budget | LM updates | LM perplexity en / de | probe P@1 all words, ctx. NN / CSLS "
-                 "| probe P@1 frequent, ctx. NN / CSLS | retrieval en→de / de→en (LM) | accuracy en "
-                 "| **accuracy de** | retrieval en→de / de→en (classifier) |",
-                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
-
-        def probe_cells(probe):
-            if not probe:
-                return "— | —"
-            ctx, frequent = probe["contextual"], probe.get("frequent", {}).get("contextual")
-            band = f"{frequent['nn_p@1']:.1f} / {frequent['csls_p@1']:.1f}" if frequent else "—"
-            return f"{ctx['nn_p@1']:.1f} / {ctx['csls_p@1']:.1f} | {band}"
-
-        for row, r in results.get("runs", {}).items():
-            lm, ev = r.get("lm"), r.get("classifier")
-            if lm:
-                ppl = lm["lm"]
-                lm_cells = (f"{r['budget']} | {lm['updates']} | {ppl['en']['fullmask_ppl']:.1f} / "
-                            f"{ppl['de']['fullmask_ppl']:.1f} | {probe_cells(lm.get('probe'))} | "
-                            f"{lm['retrieval']['en-de']:.1f} / {lm['retrieval']['de-en']:.1f}")  # fmt: skip
-            else:
-                lm_cells = f"— | — | — | {probe_cells(results.get('probe_random'))} | —"
-            if ev:
-                cl = ev["retrieval_classifier"]
-                classifier_cells = (f"{ev['acc_en']:.2f} | **{ev['acc_de']:.2f}** | "
-                                    f"{cl['en-de']:.1f} / {cl['de-en']:.1f}")  # fmt: skip
-            else:
-                classifier_cells = "— | — | —"  # --finetune-budgets last
-            lines.append(f"| {r['init']} | {lm_cells} | {classifier_cells} |")
-        for name, label in (
-            ("tfidf", "TF-IDF + logistic regression (words, 1–2-grams)"),
-            ("majority", "majority class"),
-        ):
-            if results.get(name):
-                base = results[name]
-                lines.append(f"| {label} | — | — | — | — | — | — | {base['acc_en']:.2f} | {base['acc_de']:.2f} | — |")
-        seeds = results.get("seeds")
-        if seeds:
-            lines += ["", f"Seeds of the row of best German accuracy, {seeds['row']} (fine-tuning seeds "
-                      f"{', '.join(str(s) for s in seeds['seeds'])}): accuracy en {seeds['acc_en']}, "
-                      f"de {seeds['acc_de']} (each: the runs, then mean ± standard deviation)."]  # fmt: skip
-        return "\n".join(lines) + "\n"
+        return xcls_report.table(self.p, self.mode, results)
 
     # ---- main --------------------------------------------------------------------------
 
     def seed_spread(self, results):
-        """The row of best German accuracy fine-tuned again with seeds 2..N: its spread."""
+        """The row of best German accuracy (English id) fine-tuned again with seeds 2..N: its spread."""
         rows = {k: r for k, r in results["runs"].items() if r.get("lm") and r.get("classifier")}
         if self.p["seeds"] < 2 or not rows:
             return None
-        best = max(rows, key=lambda k: rows[k]["classifier"]["acc_de"])
+        best = max(rows, key=lambda k: rows[k]["classifier"]["acc_de_en_id"])
         seeds = list(range(1, self.p["seeds"] + 1))
         runs = [rows[best]["classifier"]] + [self.finetune(best, rows[best]["checkpoint"], s) for s in seeds[1:]]
 
@@ -314,7 +263,8 @@ class Recipe(Driver):
             sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
             return f"{' / '.join(f'{v:.2f}' for v in values)}: {mean:.2f} ± {sd:.2f}"
 
-        return {"row": best, "seeds": seeds, "acc_en": spread("acc_en"), "acc_de": spread("acc_de")}
+        keys = ("acc_en", "acc_de", "acc_de_en_id")
+        return {"row": best, "seeds": seeds, **{key: spread(key) for key in keys}}
 
     def main(self):
         if self.args.fresh and self.work.exists():
@@ -341,7 +291,8 @@ class Recipe(Driver):
                 entry["classifier"] = self.finetune(row, kept)
                 write_json(results_path, results, indent=1)
                 self.log(f"{row}: accuracy en {entry['classifier']['acc_en']:.2f} %, "
-                         f"de {entry['classifier']['acc_de']:.2f} %")  # fmt: skip
+                         f"de {entry['classifier']['acc_de']:.2f} % (own id), "
+                         f"{entry['classifier']['acc_de_en_id']:.2f} % (English id)")  # fmt: skip
         first_lm = next((r["checkpoint"] for r in runs.values() if r.get("checkpoint")), None)
         if first_lm and self.bli.exists() and "probe_random" not in results:
             save = self.work / "checkpoints"

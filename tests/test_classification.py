@@ -456,9 +456,11 @@ def test_xcls_recipe_tiny(tmp_path):
         assert lm["probe"]["contextual"]["csls_p@1"] <= lm["probe"]["contextual"]["csls_p@5"]
     assert results["probe_random"]["contextual"]["nn_p@1"] >= 0
     assert all("classifier" in r for r in results["runs"].values())
+    # the German rows scored twice by each classifier: their own language id, and English's (--lang-id)
+    assert all(0 <= r["classifier"]["acc_de_en_id"] <= 100 for r in results["runs"].values())
     assert "'dropout': 0.1," in (work / "checkpoints" / "pretrain_mlm_tlm" / "train.log").read_text()
     seeds = results["seeds"]
-    assert seeds["row"] in ("mlm_tlm@0.1min", "mlm_tlm@0.2min") and seeds["seeds"] == [1, 2]
+    assert seeds["row"] in ("mlm_tlm@0.1min", "mlm_tlm@0.2min") and seeds["seeds"] == [1, 2] and "acc_de_en_id" in seeds
     assert (work / "checkpoints" / f"classify_{seeds['row']}_seed2" / "eval.json").exists()
     table = (work / "results.md").read_text()
     for row in ("| random |", "| mlm_tlm | 0.1min |", "| mlm_tlm | 0.2min |", "| majority class |", "Seeds of"):

@@ -158,18 +158,20 @@ def xcls(work: Path, results: dict) -> Optional[Path]:
     for init, points in sorted(by_init.items()):
         points.sort(key=lambda p: p[0])
         budgets = [b for b, _ in points]
-        tuned = [(b, r["classifier"]["acc_de"]) for b, r in points if r.get("classifier")]
-        if tuned:
-            axes[0].plot(*zip(*tuned), marker="o", label=init)
+        for key, style, label in (("acc_de_en_id", "-", "English id"), ("acc_de", ":", "own id")):
+            tuned = [(b, r["classifier"][key]) for b, r in points if key in r.get("classifier", {})]
+            if tuned:
+                axes[0].plot(*zip(*tuned), marker="o", linestyle=style, label=f"{init}, {label}")
         probe = [r["lm"].get("probe", {}).get("frequent", {}).get("contextual", {}).get("csls_p@1") for _, r in points]
         if all(v is not None for v in probe):
             axes[1].plot(budgets, probe, marker="o", label=init)
         retrieval = [(r["lm"]["retrieval"]["en-de"] + r["lm"]["retrieval"]["de-en"]) / 2 for _, r in points]
         axes[2].plot(budgets, retrieval, marker="o", label=init)
-    for name, style in (("random", "--"), ("tfidf", ":")):
-        row = runs.get(name, {}).get("classifier") if name == "random" else results.get(name)
-        if row:
-            axes[0].axhline(float(row["acc_de"]), color="grey", linestyle=style, label=f"{name} (de)")
+    random = runs.get("random", {}).get("classifier") or {}
+    for value, style, label in ((random.get("acc_de_en_id"), "--", "random init, English id"),
+                                ((results.get("tfidf") or {}).get("acc_de"), "-.", "TF-IDF")):  # fmt: skip
+        if value is not None:
+            axes[0].axhline(float(value), color="grey", linestyle=style, label=label)
     random_probe = (results.get("probe_random") or {}).get("frequent", {}).get("contextual")
     if random_probe:
         axes[1].axhline(float(random_probe["csls_p@1"]), color="grey", linestyle="--", label="random init")

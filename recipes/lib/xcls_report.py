@@ -1,0 +1,74 @@
+"""The table of ``recipes/xcls.py``: one row per LM budget and init, the references below it."""
+
+import os
+import time
+
+FINETUNE_LANG = "en"  # the classifiers learn English rows only; German is zero-shot
+
+
+def describe(p: dict, mode: str, results: dict) -> str:
+    if p["lm_minutes"]:
+        speeds = ", ".join(f"{i} {s:g}" for i, s in results.get("speed", {}).items())
+        minutes = ", ".join(f"{m:g}" for m in p["lm_minutes"])
+        budget = f"budgets {minutes} CPU-minutes (updates/s measured alone: {speeds})"
+    else:
+        budget = f"{p['pretrain_updates']} updates"
+    return (
+        f"Date {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, torch {__import__('torch').__version__}; "
+        f"mode {mode}; model {p['dim']} dims, {p['layers']} layers, {p['heads']} heads, vocabulary "
+        f"{p['vocab']}; pretraining per LM: {budget}, `--step-per-objective`, lr {p['pretrain_lr']:g} after "
+        f"{p['pretrain_warmup']} warm-up updates, {p['tokens_per_sample']}-token streams, "
+        f"{p['pretrain_max_tokens']} tokens a step, dropout {p['pretrain_dropout']:g}; fine-tuning "
+        f"{p['finetune_epochs']} epochs on English, lr {p['finetune_lr']:g}, batches of {p['batch']}, dropout 0.1, "
+        f"the checkpoint of best English accuracy; validation: {results.get('rows', '?')} packages in English "
+        f"and German, the German rows read with their own language id (XLM) and with English's "
+        f"(`--lang-id {FINETUNE_LANG}`), by the same classifier."
+    )
+
+
+def _probe_cells(probe) -> str:
+    if not probe:
+        return "— | —"
+    ctx, frequent = probe["contextual"], probe.get("frequent", {}).get("contextual")
+    band = f"{frequent['nn_p@1']:.1f} / {frequent['csls_p@1']:.1f}" if frequent else "—"
+    return f"{ctx['nn_p@1']:.1f} / {ctx['csls_p@1']:.1f} | {band}"
+
+
+def _accuracy(ev: dict, key: str) -> str:
+    return f"{ev[key]:.2f}" if key in ev else "—"
+
+
+def table(p: dict, mode: str, results: dict) -> str:
+    lines = [describe(p, mode, results), "",
+             "| init | LM budget | LM updates | LM perplexity en / de | probe P@1 all words, ctx. NN / CSLS "
+             "| probe P@1 frequent, ctx. NN / CSLS | retrieval en→de / de→en (LM) | accuracy en "
+             "| accuracy de, own id | **accuracy de, English id** | retrieval en→de / de→en (classifier) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for r in results.get("runs", {}).values():
+        lm, ev = r.get("lm"), r.get("classifier")
+        if lm:
+            ppl = lm["lm"]
+            lm_cells = (f"{r['budget']} | {lm['updates']} | {ppl['en']['fullmask_ppl']:.1f} / "
+                        f"{ppl['de']['fullmask_ppl']:.1f} | {_probe_cells(lm.get('probe'))} | "
+                        f"{lm['retrieval']['en-de']:.1f} / {lm['retrieval']['de-en']:.1f}")  # fmt: skip
+        else:
+            lm_cells = f"— | — | — | {_probe_cells(results.get('probe_random'))} | —"
+        if ev:
+            cl = ev["retrieval_classifier"]
+            classifier_cells = (f"{ev['acc_en']:.2f} | {ev['acc_de']:.2f} | **{_accuracy(ev, 'acc_de_en_id')}** | "
+                                f"{cl['en-de']:.1f} / {cl['de-en']:.1f}")  # fmt: skip
+        else:
+            classifier_cells = "— | — | — | —"  # --finetune-budgets last
+        lines.append(f"| {r['init']} | {lm_cells} | {classifier_cells} |")
+    for name, label in (("tfidf", "TF-IDF + logistic regression (words, 1–2-grams)"), ("majority", "majority class")):
+        if results.get(name):
+            base = results[name]
+            lines.append(f"| {label} | — | — | — | — | — | — | {base['acc_en']:.2f} | — | {base['acc_de']:.2f} | — |")
+    seeds = results.get("seeds")
+    if seeds:
+        by_id = f", de with English's id {seeds['acc_de_en_id']}" if "acc_de_en_id" in seeds else ""
+        lines += ["", f"Seeds of the row of best German accuracy (English id), {seeds['row']} (fine-tuning seeds "
+                  f"{', '.join(str(s) for s in seeds['seeds'])}): accuracy en {seeds['acc_en']}, "
+                  f"de with its own id {seeds['acc_de']}{by_id} (each: the runs, then mean ± standard "
+                  "deviation)."]  # fmt: skip
+    return "\n".join(lines) + "\n"
