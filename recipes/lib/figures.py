@@ -155,18 +155,19 @@ def xcls(work: Path, results: dict) -> Optional[Path]:
             by_init.setdefault(r["init"], []).append((budget, r))
     unit = "LM CPU-minutes" if any(r["budget"].endswith("min") for r in runs.values() if r.get("lm")) else "LM updates"
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
-    for init, points in sorted(by_init.items()):
+    for n, (init, points) in enumerate(sorted(by_init.items())):
+        color = f"C{n}"  # one colour per init on every panel
         points.sort(key=lambda p: p[0])
         budgets = [b for b, _ in points]
         for key, style, label in (("acc_de_en_id", "-", "English id"), ("acc_de", ":", "own id")):
             tuned = [(b, r["classifier"][key]) for b, r in points if key in r.get("classifier", {})]
             if tuned:
-                axes[0].plot(*zip(*tuned), marker="o", linestyle=style, label=f"{init}, {label}")
+                axes[0].plot(*zip(*tuned), marker="o", linestyle=style, color=color, label=f"{init}, {label}")
         probe = [r["lm"].get("probe", {}).get("frequent", {}).get("contextual", {}).get("csls_p@1") for _, r in points]
         if all(v is not None for v in probe):
-            axes[1].plot(budgets, probe, marker="o", label=init)
+            axes[1].plot(budgets, probe, marker="o", color=color, label=init)
         retrieval = [(r["lm"]["retrieval"]["en-de"] + r["lm"]["retrieval"]["de-en"]) / 2 for _, r in points]
-        axes[2].plot(budgets, retrieval, marker="o", label=init)
+        axes[2].plot(budgets, retrieval, marker="o", color=color, label=init)
     random = runs.get("random", {}).get("classifier") or {}
     for value, style, label in ((random.get("acc_de_en_id"), "--", "random init, English id"),
                                 ((results.get("tfidf") or {}).get("acc_de"), "-.", "TF-IDF")):  # fmt: skip

@@ -68,9 +68,9 @@ class XLMClassificationConfig(XLMDataConfig):
         default="own",
         metadata={
             "help": "the language id of every row: own = each row its own language's (XLM), or a language (e.g. "
-            "en) given to every row whatever its language. Fine-tuning on one language leaves the other "
-            "languages' embeddings as pretrained while the stack moves; a small LM transfers better when "
-            "the unseen languages are read with the fine-tuning language's id (recipes/README.md, xcls)"
+            "en) given to every row whatever its language: a classifier fine-tuned on one language has seen "
+            "only its language embedding, and a small LM transfers far better when the other languages are "
+            "read with the fine-tuning language's id (recipes/README.md, xcls)"
         },
     )
     truncate_len: int = field(
