@@ -211,7 +211,8 @@ def test_summed_loop_all_reduces_once_per_update(data_bin, tmp_path):
 
 
 def test_classification_counts_without_host_sync():
-    """Rows and hits per language, on the meta device: no read of a tensor into Python."""
+    """Rows and hits per row language (``langs``; the model may read the rows with other ids,
+    ``--lang-id``), on the meta device: no read of a tensor into Python."""
     from xlm_fairseq.criterions.classification import XLMSentenceClassificationCriterion
 
     class Task:
@@ -224,7 +225,8 @@ def test_classification_counts_without_host_sync():
 
     criterion = XLMSentenceClassificationCriterion(Task())
     sample = {
-        "net_input": {"src_tokens": torch.ones(5, 7, dtype=torch.long), "src_langs": torch.tensor([0, 2, 2, 0, 2])},
+        "net_input": {"src_tokens": torch.ones(5, 7, dtype=torch.long), "src_langs": torch.zeros(5, dtype=torch.long)},
+        "langs": torch.tensor([0, 2, 2, 0, 2]),
         "target": torch.tensor([1, 0, 3, 1, 1]),
         "ntokens": 35,
     }
@@ -233,6 +235,7 @@ def test_classification_counts_without_host_sync():
     assert [int(log[f"{lang}:correct"]) for lang in Task.langs] == [0, 0, 1]  # class 0 everywhere
     meta = {
         "net_input": {k: v.to("meta") for k, v in sample["net_input"].items()},
+        "langs": sample["langs"].to("meta"),
         "target": sample["target"].to("meta"),
         "ntokens": 35,
     }
