@@ -15,8 +15,9 @@ Pretraining text (``recipes/lib/xcls_corpus.py``) has no package description. Ea
 of its budgets — updates (``--pretrain-updates``) or CPU-minutes (``--lm-minutes``, counted in updates
 from the LM's speed measured alone, as ``recipes/scale.py`` does) — and is scored at each: XLM's
 perplexity, the lexicon probe, en-de sentence retrieval, and a classifier fine-tuned on English (the
-epoch of best *English* accuracy kept; ``--finetune-budgets last``: the last budget only). The row of
-best German accuracy is fine-tuned again with ``--seeds``; TF-IDF + logistic regression and the
+epoch of best *English* accuracy kept; ``--finetune-budgets last``: the last budget only), which
+scores German with German's language id (XLM) and with English's (``--lang-id en``). The row of best
+German accuracy (English id) is fine-tuned again with ``--seeds``; TF-IDF + logistic regression and the
 majority class are the references (``recipes/lib/xcls_baselines.py``). Details: recipes/README.md.
 
 Results: WORK/results.{md,json} and WORK/figures/xcls.png; finished runs are skipped on a re-run

@@ -1,7 +1,7 @@
 """Runs that are killed, resumed, or spread over processes lose nothing: a run killed with SIGKILL
 right after a checkpoint and restarted with the same command continues the uninterrupted run's
 curve exactly; a kill while fairseq copies a checkpoint over checkpoint_last.pt leaves one that
-loads; an AE+BT run killed ten times at random moments (back-translation, validation, checkpoint
+loads; an AE+BT run killed six times at random moments (back-translation, validation, checkpoint
 writing and copying, an update's start) ends with the uninterrupted run's log and model; two CPU
 processes over gloo train and validate as one process with the same total batch."""
 
@@ -395,7 +395,7 @@ checkpoint_copy.shutil = CutShort
 
 
 def test_sigkill_at_random_moments_of_unmt_training_loses_nothing(data_bin, pretrained, tmp_path):
-    """AE + BT + validation with BLEU, killed (SIGKILL) ten times at random moments -- inside
+    """AE + BT + validation with BLEU, killed (SIGKILL) six times at random moments -- inside
     back-translation, validation, checkpoint writing, the copy over checkpoint_last.pt, the start of
     an update -- and restarted each time with the same command: every logged training and validation
     number and the final model are the uninterrupted run's."""
@@ -420,7 +420,7 @@ def test_sigkill_at_random_moments_of_unmt_training_loses_nothing(data_bin, pret
     reference = records(run(command(tmp_path / "uninterrupted"), env_extra={"PYTHONUNBUFFERED": "1"}).stdout)
     got_train, got_valid, kills = {}, {}, []
     kinds = ["bt", "valid", "save", "copy", "step"]
-    for seed in range(10):
+    for seed in range(6):  # every kind of moment once, back-translation twice
         rng = random.Random(seed)
         kind = kinds[seed % len(kinds)]
         count = rng.randint(1, {"bt": 24, "valid": 4, "save": 2, "copy": 2, "step": 8}[kind])
@@ -439,7 +439,7 @@ def test_sigkill_at_random_moments_of_unmt_training_loses_nothing(data_bin, pret
     train, valid = records(final.stdout)
     got_train.update(train)
     got_valid.update(valid)
-    assert sum(code == -signal.SIGKILL for _, _, code in kills) >= 10, kills
+    assert sum(code == -signal.SIGKILL for _, _, code in kills) >= 6, kills
     assert {kind for kind, _, _ in kills} == set(kinds)
     assert got_train == reference[0] and got_valid == reference[1], kills
     assert any("lambda_ae" in r for r in got_train.values())  # the lambda schedule resumed too
