@@ -218,13 +218,13 @@ class Recipe(Driver):
         for lang_id, files, key in (("own", ("en", "de"), "acc_de"), (FINETUNE_LANG, ("de",), "acc_de_en_id")):
             if key in result:
                 continue
-            name = "accuracy" if lang_id == "own" else f"accuracy_lang_id_{lang_id}"
+            suffix = "" if lang_id == "own" else f"_lang_id_{lang_id}"
             tsv = [self.xcls / f"valid.{lang}.tsv" for lang in files]
             self.run([sys.executable, "-m", "xlm_fairseq.inference.classify", save, *tsv, "--checkpoint-file",
-                      "checkpoint_best.pt", "--lang-id", lang_id, "--json", save / f"{name}.json"],
-                     save / f"classify_{lang_id}.log")  # fmt: skip
+                      "checkpoint_best.pt", "--lang-id", lang_id, "--out-dir", save / f"predictions{suffix}",
+                      "--json", save / f"accuracy{suffix}.json"], save / f"classify{suffix}.log")  # fmt: skip
             accuracy = {k[len("valid.") : -len(".tsv")]: v["accuracy"] for k, v in
-                        json.loads((save / f"{name}.json").read_text()).items()}  # fmt: skip
+                        json.loads((save / f"accuracy{suffix}.json").read_text()).items()}  # fmt: skip
             if lang_id == "own":
                 result["acc_en"] = accuracy["en"]
             result[key] = accuracy["de"]

@@ -458,6 +458,9 @@ def test_xcls_recipe_tiny(tmp_path):
     assert all("classifier" in r for r in results["runs"].values())
     # the German rows scored twice by each classifier: their own language id, and English's (--lang-id)
     assert all(0 <= r["classifier"]["acc_de_en_id"] <= 100 for r in results["runs"].values())
+    random_dir = work / "checkpoints" / "classify_random"  # the predictions of both readings are kept
+    assert (random_dir / "predictions" / "valid.de.pred.tsv").exists()
+    assert (random_dir / "predictions_lang_id_en" / "valid.de.pred.tsv").exists()
     assert "'dropout': 0.1," in (work / "checkpoints" / "pretrain_mlm_tlm" / "train.log").read_text()
     seeds = results["seeds"]
     assert seeds["row"] in ("mlm_tlm@0.1min", "mlm_tlm@0.2min") and seeds["seeds"] == [1, 2] and "acc_de_en_id" in seeds
