@@ -223,8 +223,8 @@ class Recipe(Driver):
             self.run([sys.executable, "-m", "xlm_fairseq.inference.classify", save, *tsv, "--checkpoint-file",
                       "checkpoint_best.pt", "--lang-id", lang_id, "--out-dir", save / f"predictions{suffix}",
                       "--json", save / f"accuracy{suffix}.json"], save / f"classify{suffix}.log")  # fmt: skip
-            accuracy = {k[len("valid.") : -len(".tsv")]: v["accuracy"] for k, v in
-                        json.loads((save / f"accuracy{suffix}.json").read_text()).items()}  # fmt: skip
+            scored = json.loads((save / f"accuracy{suffix}.json").read_text()).values()
+            accuracy = {v["lang"]: v["accuracy"] for v in scored}  # classify records each file's language
             if lang_id == "own":
                 result["acc_en"] = accuracy["en"]
             result[key] = accuracy["de"]
