@@ -280,6 +280,28 @@ def test_xlm_fine_tuning_defaults(xcls, pretrained):
     assert (sizes[1:] >= sizes[:-1]).all()
 
 
+def test_mean_pooling_reads_every_real_position(xcls, pretrained):
+    """--classifier-pooling: XLM's first position by default; ``mean`` averages the row's states
+    and ignores padding, so a row scores the same alone and padded beside a longer one."""
+    task, cfg = setup_task(xcls, "xlm_classification", "--pretrained-xlm-checkpoint", pretrained)
+    assert task.build_model(cfg.model).classification_head.pooling == "first"
+    task, cfg = setup_task(xcls, "xlm_classification", "--pretrained-xlm-checkpoint", pretrained,
+                           "--classifier-pooling", "mean")  # fmt: skip
+    model = task.build_model(cfg.model).eval()
+    short, long = torch.tensor([[2, 10, 11, 12, 2]]), torch.tensor([[2, 13, 14, 15, 16, 17, 18, 2]])
+    pad = model.lm.pad_index
+    batch = torch.cat([torch.nn.functional.pad(short, (0, 3), value=pad), long])
+    with torch.no_grad():
+        alone, _ = model(short, src_langs=torch.tensor([0]))
+        padded, _ = model(batch, src_langs=torch.tensor([0, 0]))
+        states, _ = model(short, src_langs=torch.tensor([0]), features_only=True)
+        model.classification_head.pooling = "first"
+        first, _ = model(short, src_langs=torch.tensor([0]))
+    assert torch.allclose(alone[0], padded[0], atol=1e-5)
+    assert torch.allclose(alone, model.classification_head.proj(states.mean(1)), atol=1e-5)
+    assert not torch.allclose(alone, first, atol=1e-3)
+
+
 def test_finetune_layers():
     assert list(parse_layer_range("0:_1", 6)) == [0, 1, 2, 3, 4, 5, 6]
     assert list(parse_layer_range("4:_1", 6)) == [4, 5, 6]

@@ -13,17 +13,24 @@ from xlm_fairseq.modules.transformer import XLMTransformer
 
 class ClassificationHead(nn.Module):
     """XLM's XNLI head (``proj`` in its ``evaluation/xnli.py``): dropout, then a linear layer, on the
-    last layer's state at the first position (the ``</s>`` that opens every row). The dropout is the
-    fine-tuning script's own (``--classifier-dropout``; XLM's ``--dropout``, 0 by default and in its
-    XNLI command); the stack keeps the pretrained model's dropout."""
+    last layer's state at the first position (the ``</s>`` that opens every row), or with ``pooling``
+    ``mean`` on the mean of the row's non-pad states. The dropout is the fine-tuning script's own
+    (``--classifier-dropout``; XLM's ``--dropout``, 0 by default and in its XNLI command); the stack
+    keeps the pretrained model's dropout."""
 
-    def __init__(self, dim: int, n_classes: int, dropout: float):
+    def __init__(self, dim: int, n_classes: int, dropout: float, pooling: str = "first"):
         super().__init__()
-        self.dropout = dropout
+        self.dropout, self.pooling = dropout, pooling
         self.proj = nn.Linear(dim, n_classes)
 
-    def forward(self, first: Tensor) -> Tensor:
-        return self.proj(dropout(first, self.dropout, self.training))
+    def forward(self, states: Tensor, padding_mask: Tensor) -> Tensor:
+        """``states`` B x T x C, ``padding_mask`` B x T (True at pads) -> B x classes."""
+        if self.pooling == "mean":
+            keep = (~padding_mask).unsqueeze(-1).type_as(states)
+            pooled = (states * keep).sum(1) / keep.sum(1)
+        else:
+            pooled = states[:, 0]
+        return self.proj(dropout(pooled, self.dropout, self.training))
 
 
 def parse_layer_range(value: str, n_layers: int) -> range:
@@ -59,7 +66,9 @@ class XLMClassificationModel(XLMModelBase, FairseqEncoderModel):
     def forward(self, src_tokens, src_lengths=None, src_langs=None, features_only: bool = False, **kwargs):
         """Class scores (B x classes), or with ``features_only`` the last layer (B x T x C)."""
         x = self.lm(src_tokens, langs=expand_langs(src_langs, src_tokens))
-        return (x if features_only else self.classification_head(x[:, 0])), {}
+        if features_only:
+            return x, {}
+        return self.classification_head(x, src_tokens.eq(self.lm.pad_index)), {}
 
     def freeze_outside(self, layer_range: str) -> int:
         """Train only the layers of ``--finetune-layers`` (and the head); returns the number of

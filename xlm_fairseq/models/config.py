@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from fairseq.dataclass import FairseqDataclass
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 
 
 @dataclass
@@ -25,6 +25,13 @@ class XLMConfig(FairseqDataclass):
     classifier_dropout: float = field(
         default=0.0,
         metadata={"help": "xlm_classification: dropout before the classification layer (XLM's fine-tuning --dropout)"},
+    )
+    classifier_pooling: ChoiceEnum(["first", "mean"]) = field(
+        default="first",
+        metadata={
+            "help": "xlm_classification: the state the head reads: the first position's (XLM's) or the mean of "
+            "the row's non-pad positions"
+        },
     )
     share_all_embeddings: bool = field(
         default=False,
