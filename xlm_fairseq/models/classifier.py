@@ -49,14 +49,17 @@ def parse_layer_range(value: str, n_layers: int) -> range:
 
 class XLMClassificationModel(XLMModelBase, FairseqEncoderModel):
     """A sentence classifier: the pretrained LM's stack (without its output layer) and
-    :class:`ClassificationHead` on the first position. Built by ``xlm_transformer`` for ``--task
+    :class:`ClassificationHead` on the first position (or the mean of all). Built by ``xlm_transformer`` for ``--task
     xlm_classification``; its stack's parameters are ``encoder.transformer.*``, as in an LM."""
 
     def __init__(self, cfg, encoder: XLMEncoder, n_classes: int):
         super().__init__(encoder)
         self.cfg = cfg
         self.classification_head = ClassificationHead(
-            encoder.transformer.dim, n_classes, getattr(cfg, "classifier_dropout", 0.0)
+            encoder.transformer.dim,
+            n_classes,
+            getattr(cfg, "classifier_dropout", 0.0),
+            str(getattr(cfg, "classifier_pooling", "first")),  # checkpoints from before the option: XLM's
         )
 
     @property
