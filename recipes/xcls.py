@@ -2,6 +2,8 @@
 """Cross-lingual classification, XNLI-style, offline: pretrain, fine-tune on English, predict German.
 
     bash recipes/xcls.sh [--tiny] [--experiment] [--inits random,mlm,mlm_tlm] [--lm-minutes 15,30]
+    bash recipes/xcls.sh --experiment --device cuda --size 256x4 --pretrain-max-tokens 16384 \
+        --lm-minutes 3 --lm-clock time --jobs 3     # one GPU: the three inits side by side
 
 Task: the Debian package-description topics of ``recipes/data/xcls`` (9 labels; English training
 rows, English and German validation rows of the same packages; ``--experiment``: the whole set in
@@ -20,6 +22,10 @@ scores German with German's language id (XLM) and with English's (``--lang-id en
 German accuracy (English id) is fine-tuned again with ``--seeds``; TF-IDF + logistic regression and the
 majority class are the references (``recipes/lib/xcls_baselines.py``). Details: recipes/README.md.
 
+On a GPU (``--device cuda``) a small model's step is bound by launches, not arithmetic: ``--jobs N``
+runs N inits (and then N seeds) side by side, and ``--lm-clock time`` gives each LM its minutes of
+training time as they go, where a speed measured alone would not hold.
+
 Results: WORK/results.{md,json} and WORK/figures/xcls.png; finished runs are skipped on a re-run
 (``--fresh`` redoes all).
 """
@@ -27,13 +33,15 @@ Results: WORK/results.{md,json} and WORK/figures/xcls.png; finished runs are ski
 import json
 import shutil
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from preprocess.errors import ArgumentParser
-from recipes.lib import figures, xcls_baselines, xcls_corpus, xcls_report
+from recipes.lib import experiments, figures, xcls_baselines, xcls_corpus, xcls_report
 from recipes.lib.driver import Driver
-from recipes.lib.experiments import CALIBRATION_SECONDS, Measure, checkpoint_updates, measure_speed, minutes_list
+from recipes.lib.experiments import CALIBRATION_SECONDS, Measure, checkpoint_updates, measure_speed
 from recipes.lib.optim import optim_flags
 from recipes.lib.stages import copy_file, write_json, write_text
 from recipes.lib.xcls_report import FINETUNE_LANG
@@ -69,13 +77,19 @@ class Recipe(Driver):
         self.args = args
         mode = "tiny" if args.tiny else "experiment" if args.experiment else "sample"
         self.p = dict({"tiny": TINY, "experiment": EXPERIMENT, "sample": SAMPLE}[mode])
-        for key in ("finetune_epochs", "finetune_lr", "inits", "seeds"):
+        for key in ("finetune_epochs", "finetune_lr", "inits", "seeds", "pretrain_lr", "pretrain_max_tokens"):
             if getattr(args, key) is not None:
                 self.p[key] = getattr(args, key)
         if args.pretrain_updates is not None:  # one budget or the other
             self.p.update(pretrain_updates=args.pretrain_updates, lm_minutes=None)
         if args.lm_minutes is not None:
             self.p.update(pretrain_updates=None, lm_minutes=args.lm_minutes)
+        if args.size is not None:
+            self.p.update(dim=args.size[0], layers=args.size[1], heads=max(4, args.size[0] // 64))
+        self.p["device"] = args.device
+        self.lock = threading.Lock()  # --jobs: one writer of results.json at a time
+        if args.jobs > 1 and self.p["lm_minutes"] and args.lm_clock == "updates":
+            self.fail("--jobs: LMs side by side need --lm-clock time or --pretrain-updates (speeds measured alone)")
         self.inits = [i for i in self.p["inits"].split(",") if i]
         unknown = [i for i in self.inits if i not in INITS]
         if unknown:
@@ -100,7 +114,8 @@ class Recipe(Driver):
 
     def common(self, save, log, lr, warmup, seed=1):
         """What every run shares: CPU, JSON logs, the shared optimiser at ``lr`` after ``warmup``."""
-        return ["--user-dir", ROOT / "xlm_fairseq", "--cpu", "--num-workers", "0", "--seed", seed,
+        device = ["--cpu"] if self.p["device"] == "cpu" else []
+        return ["--user-dir", ROOT / "xlm_fairseq", *device, "--num-workers", "0", "--seed", seed,
                 "--log-format", "json", "--log-interval", "50", "--no-epoch-checkpoints", "--save-dir", save,
                 "--log-file", log, *optim_flags(lr=lr, warmup_updates=warmup)]  # fmt: skip
 
@@ -173,10 +188,13 @@ class Recipe(Driver):
         for key, minutes, updates in self.budgets():
             kept = save / f"budget_{key}.pt"
             if not kept.exists():
-                if updates is None:
-                    updates = max(1, round(self.speed(init, results) * 60 * minutes))
                 guard = 10 * minutes if minutes else self.p["pretrain_minutes"]  # time: a guard only
-                self.log(f"pretrain {init} ({PRETRAIN_STEPS[init]}): to {key} = {updates} updates")
+                if updates is None and self.args.lm_clock == "time":
+                    updates, guard = 10**9, minutes  # training time (cumulative over budgets) is the budget
+                elif updates is None:
+                    updates = max(1, round(self.speed(init, results) * 60 * minutes))
+                to = f"{minutes:g} minutes of training" if updates == 10**9 else f"{updates} updates"
+                self.log(f"pretrain {init} ({PRETRAIN_STEPS[init]}): to {key} = {to}")
                 self.run(self.pretrain_command(init, save, guard, updates), save / f"stdout_{key}.log")
                 copy_file(save / "checkpoint_last.pt", kept)
             yield key, kept
@@ -233,12 +251,17 @@ class Recipe(Driver):
         write_json(out, result)
         return result
 
+    def retrieval_texts(self):
+        """The validation descriptions, one a line (what retrieval pairs up), written once."""
+        texts = self.work / "retrieval"
+        for lang in ("en", "de"):
+            if not (texts / f"valid.{lang}").exists():
+                write_text(texts / f"valid.{lang}", xcls_corpus.texts(self.xcls / f"valid.{lang}.tsv"))
+        return texts
+
     def retrieval(self, model_dir, checkpoint, data=None):
         result, texts = model_dir / f"retrieval.{checkpoint}.json", self.work / "retrieval"
         if not result.exists():
-            for lang in ("en", "de"):  # the validation descriptions, one a line, written once
-                if not (texts / f"valid.{lang}").exists():
-                    write_text(texts / f"valid.{lang}", xcls_corpus.texts(self.xcls / f"valid.{lang}.tsv"))
             self.run([sys.executable, "-m", "xlm_fairseq.evaluation.retrieval", model_dir / checkpoint,
                       "--data", data or ".", "--src", f"en={texts}/valid.en", "--tgt", f"de={texts}/valid.de",
                       "--json", result], model_dir / f"retrieval.{checkpoint}.log")  # fmt: skip
@@ -256,7 +279,9 @@ class Recipe(Driver):
             return None
         best = max(rows, key=lambda k: rows[k]["classifier"]["acc_de_en_id"])
         seeds = list(range(1, self.p["seeds"] + 1))
-        runs = [rows[best]["classifier"]] + [self.finetune(best, rows[best]["checkpoint"], s) for s in seeds[1:]]
+        with ThreadPoolExecutor(self.args.jobs) as pool:
+            more = pool.map(lambda seed: self.finetune(best, rows[best]["checkpoint"], seed), seeds[1:])
+            runs = [rows[best]["classifier"], *more]
 
         def spread(key):
             values = [r[key] for r in runs]
@@ -267,6 +292,30 @@ class Recipe(Driver):
         keys = ("acc_en", "acc_de", "acc_de_en_id")
         return {"row": best, "seeds": seeds, **{key: spread(key) for key in keys}}
 
+    def save_results(self, results, update=None):
+        """``update()`` applied to the results, then written (one thread at a time: --jobs)."""
+        with self.lock:
+            if update is not None:
+                update()
+            write_json(self.work / "results.json", results, indent=1)
+
+    def train_init(self, init, results):
+        """``init``'s LM at each budget, scored, and its classifier (random: the classifier alone)."""
+        runs, last = results["runs"], self.budgets()[-1][0]
+        kept_lms = [(None, None)] if init == "random" else self.pretrain(init, results)
+        for key, kept in kept_lms:
+            row = init if key is None else f"{init}@{key}"
+            entry = runs.get(row) or {"init": init, "budget": key}
+            scored = {"checkpoint": str(kept), "lm": self.score_lm(key, kept)} if kept and "lm" not in entry else {}
+            self.save_results(results, lambda: runs.__setitem__(row, dict(entry, **scored)))
+            entry = runs[row]
+            if key not in (None, last) and self.args.finetune_budgets == "last":
+                continue  # the LM scored, its classifier later
+            classifier = self.finetune(row, kept)
+            self.save_results(results, lambda: entry.__setitem__("classifier", classifier))
+            self.log(f"{row}: accuracy en {classifier['acc_en']:.2f} %, de {classifier['acc_de']:.2f} % (own id), "
+                     f"{classifier['acc_de_en_id']:.2f} % (English id)")  # fmt: skip
+
     def main(self):
         if self.args.fresh and self.work.exists():
             shutil.rmtree(self.work)
@@ -276,24 +325,12 @@ class Recipe(Driver):
         results = self.load_results(results_path)
         results["majority"], results["rows"] = xcls_baselines.majority(self.xcls)
         results["tfidf"] = xcls_baselines.tfidf(self.xcls)
-        runs = results.setdefault("runs", {})
-        last = self.budgets()[-1][0]
-        for init in self.inits:
-            kept_lms = [(None, None)] if init == "random" else self.pretrain(init, results)
-            for key, kept in kept_lms:
-                row = init if key is None else f"{init}@{key}"
-                entry = runs.get(row) or {"init": init, "budget": key}
-                if kept is not None and "lm" not in entry:
-                    entry.update(checkpoint=str(kept), lm=self.score_lm(key, kept))
-                runs[row] = entry
-                if key not in (None, last) and self.args.finetune_budgets == "last":
-                    write_json(results_path, results, indent=1)  # the LM scored, its classifier later
-                    continue
-                entry["classifier"] = self.finetune(row, kept)
-                write_json(results_path, results, indent=1)
-                self.log(f"{row}: accuracy en {entry['classifier']['acc_en']:.2f} %, "
-                         f"de {entry['classifier']['acc_de']:.2f} % (own id), "
-                         f"{entry['classifier']['acc_de_en_id']:.2f} % (English id)")  # fmt: skip
+        results.setdefault("runs", {})
+        results["budget_unit"] = f"LM {'GPU' if self.p['device'] == 'cuda' else 'CPU'}-minutes"
+        self.measure.valid_mono(), self.retrieval_texts()  # made once, before any --jobs run in parallel
+        with ThreadPoolExecutor(self.args.jobs) as pool:
+            list(pool.map(lambda init: self.train_init(init, results), self.inits))
+        runs = results["runs"]
         first_lm = next((r["checkpoint"] for r in runs.values() if r.get("checkpoint")), None)
         if first_lm and self.bli.exists() and "probe_random" not in results:
             save = self.work / "checkpoints"
@@ -317,13 +354,24 @@ def main(argv=None):
     )
     p.add_argument("--inits", help="comma-separated: random, mlm, mlm_tlm (default random,mlm_tlm; --experiment all)")
     budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--lm-minutes", type=minutes_list,
+    budget.add_argument("--lm-minutes", type=experiments.minutes_list,
                         help="LM budgets in CPU-minutes, e.g. 30,60: each LM scored and fine-tuned at each "
                              "(--experiment default 15,30)")  # fmt: skip
     budget.add_argument("--pretrain-updates", type=int, help="one LM budget in updates (default 2500; --tiny 60)")
     p.add_argument("--finetune-budgets", choices=("every", "last"), default="every",
                    help="fine-tune the LM of every budget (default) or of the last only (the others scored as LMs; "
                         "a re-run with 'every' adds their classifiers)")  # fmt: skip
+    p.add_argument("--lm-clock", choices=("updates", "time"), default="updates",
+                   help="--lm-minutes as updates from the LM's speed measured alone (default: equal compute "
+                        "whatever else the machine does), or as minutes of training time (a GPU, --jobs)")  # fmt: skip
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where training runs: cpu (fairseq's --cpu; the tables' machine) or cuda (TF32 matmuls)")
+    p.add_argument("--size", type=experiments.model_size, help="the model as DIMSxLAYERS (default 128x3)")
+    p.add_argument("--pretrain-max-tokens", type=int, help="tokens of one pretraining step (default 2048)")
+    p.add_argument("--pretrain-lr", type=float, help="peak learning rate of pretraining (default 1e-3)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="inits, then seeds, trained this many at a time (default 1; a GPU: 3, with --lm-clock time "
+                        "or --pretrain-updates)")  # fmt: skip
     p.add_argument("--seeds", type=int, help="fine-tuning seeds of the best row (default 1; --experiment 3)")
     p.add_argument("--finetune-epochs", type=int, help="epochs of each fine-tuning (default 8; --experiment 6)")
     p.add_argument("--finetune-lr", type=float, help="peak learning rate of the fine-tuning (default 5e-4)")
@@ -341,6 +389,10 @@ def main(argv=None):
         p.error(f"--shared-data: {args.shared_data}/xcls/train.en.tsv not found")
     if args.seeds is not None and args.seeds < 1:
         p.error(f"--seeds: expected 1 or more, got {args.seeds}")
+    if args.jobs < 1:
+        p.error(f"--jobs: expected 1 or more, got {args.jobs}")
+    if args.device == "cuda" and not __import__("torch").cuda.is_available():
+        p.error("--device cuda: torch sees no GPU here (run without it for the CPU)")
     Recipe(args).main()
 
 

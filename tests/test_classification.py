@@ -465,7 +465,8 @@ def test_xcls_recipe_tiny(tmp_path):
     assert "| mlm_tlm | 0.1min |" in (work / "results.md").read_text()
     kept = work / "checkpoints" / "pretrain_mlm_tlm" / "budget_0.2min.pt"
     before = kept.stat().st_mtime_ns
-    run([*xcls, "--seeds", "2"], env_extra=path)  # the re-run adds its classifier and the seeds, nothing else
+    # the re-run adds its classifier and the seeds (two at a time), nothing else
+    run([*xcls, "--seeds", "3", "--jobs", "2", "--lm-clock", "time"], env_extra=path)
     assert kept.stat().st_mtime_ns == before
     results = json.loads((work / "results.json").read_text())
     assert set(results["runs"]) == {"random", "mlm_tlm@0.1min", "mlm_tlm@0.2min"}
@@ -485,11 +486,34 @@ def test_xcls_recipe_tiny(tmp_path):
     assert (random_dir / "predictions_lang_id_en" / "valid.de.pred.tsv").exists()
     assert "'dropout': 0.1," in (work / "checkpoints" / "pretrain_mlm_tlm" / "train.log").read_text()
     seeds = results["seeds"]
-    assert seeds["row"] in ("mlm_tlm@0.1min", "mlm_tlm@0.2min") and seeds["seeds"] == [1, 2] and "acc_de_en_id" in seeds
-    assert (work / "checkpoints" / f"classify_{seeds['row']}_seed2" / "eval.json").exists()
+    assert (
+        seeds["row"] in ("mlm_tlm@0.1min", "mlm_tlm@0.2min") and seeds["seeds"] == [1, 2, 3] and "acc_de_en_id" in seeds
+    )
+    for seed in (2, 3):
+        assert (work / "checkpoints" / f"classify_{seeds['row']}_seed{seed}" / "eval.json").exists()
     table = (work / "results.md").read_text()
     for row in ("| random |", "| mlm_tlm | 0.1min |", "| mlm_tlm | 0.2min |", "| majority class |", "Seeds of"):
         assert row in table, row
     assert (work / "figures" / "xcls.png").stat().st_size > 1000
     bad = run([*xcls[:3], "--lm-minutes", "30,15", "--work-dir", work], ok=False, env_extra=path)
     assert bad.returncode == 2 and "--lm-minutes" in bad.stderr and "increasing minutes" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--size", "256"], "--size: expected DIMSxLAYERS"),
+        (["--jobs", "0"], "--jobs: expected 1 or more"),
+        (["--jobs", "2", "--lm-minutes", "1"], "--jobs: LMs side by side need --lm-clock time"),
+        (["--device", "cuda"], "--device cuda: torch sees no GPU"),
+    ],
+)
+def test_xcls_recipe_bad_options_are_one_line(tmp_path, args, message):
+    """The GPU options refuse what they cannot do before anything runs (this machine has no GPU)."""
+    if "--device" in args and torch.cuda.is_available():
+        args = ["--size", "7x2"]  # a GPU here: another refusal of the same kind
+        message = "--size: expected DIMSxLAYERS like 256x4 (dims a multiple of 4)"
+    proc = run([BIN / "python", "-m", "recipes.xcls", "--tiny", "--work-dir", tmp_path / "w", *args], ok=False)
+    assert proc.returncode != 0 and message in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2  # argparse: usage line + error line
+    assert not (tmp_path / "w").exists()

@@ -4,6 +4,7 @@ repository root into their logs, finished runs skipped, the shared corpora they 
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -32,7 +33,8 @@ class Driver:
         self.env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
 
     def log(self, msg):
-        print(f"[{self.name} {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+        sys.stdout.write(f"[{self.name} {time.strftime('%H:%M:%S')}] {msg}\n")  # one write: --jobs threads
+        sys.stdout.flush()
 
     def fail(self, msg):
         stages.fail(self.name, msg)

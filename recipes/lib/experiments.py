@@ -83,6 +83,14 @@ def minutes_list(value: str):
     return out
 
 
+def model_size(value: str):
+    """'256x4' -> (256, 4): dimensions and layers."""
+    dims, _, layers = value.partition("x")
+    if not (dims.isdigit() and layers.isdigit() and int(dims) > 0 and int(layers) > 0 and int(dims) % 4 == 0):
+        raise argparse.ArgumentTypeError(f"expected DIMSxLAYERS like 256x4 (dims a multiple of 4), got {value!r}")
+    return int(dims), int(layers)
+
+
 def parse_budget(value: str) -> float:
     """'4h', '90m', '1h30m' or minutes as a number -> minutes."""
     m = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m?)?\s*", value)

@@ -153,7 +153,11 @@ def xcls(work: Path, results: dict) -> Optional[Path]:
             key = r["budget"]  # "30min" or "2500u"
             budget = float(key[:-3]) if key.endswith("min") else float(key[:-1])
             by_init.setdefault(r["init"], []).append((budget, r))
-    unit = "LM CPU-minutes" if any(r["budget"].endswith("min") for r in runs.values() if r.get("lm")) else "LM updates"
+    unit = (
+        results.get("budget_unit", "LM CPU-minutes")
+        if any(r["budget"].endswith("min") for r in runs.values() if r.get("lm"))
+        else "LM updates"
+    )
     fig, axes = plt.subplots(1, 3, figsize=(13, 4))
     for n, (init, points) in enumerate(sorted(by_init.items())):
         color = f"C{n}"  # one colour per init on every panel

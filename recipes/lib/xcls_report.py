@@ -7,14 +7,19 @@ FINETUNE_LANG = "en"  # the classifiers learn English rows only; German is zero-
 
 
 def describe(p: dict, mode: str, results: dict) -> str:
+    torch = __import__("torch")
+    gpu = p.get("device") == "cuda" and torch.cuda.is_available()
+    machine = f"one {torch.cuda.get_device_name(0)} (TF32), " if gpu else ""
     if p["lm_minutes"]:
         speeds = ", ".join(f"{i} {s:g}" for i, s in results.get("speed", {}).items())
         minutes = ", ".join(f"{m:g}" for m in p["lm_minutes"])
-        budget = f"budgets {minutes} CPU-minutes (updates/s measured alone: {speeds})"
+        unit = "GPU" if gpu else "CPU"
+        measured = f"updates/s measured alone: {speeds}" if speeds else "minutes of training time"
+        budget = f"budgets {minutes} {unit}-minutes ({measured})"
     else:
         budget = f"{p['pretrain_updates']} updates"
     return (
-        f"Date {time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPU cores, torch {__import__('torch').__version__}; "
+        f"Date {time.strftime('%Y-%m-%d')}, {machine}{os.cpu_count()} CPU cores, torch {torch.__version__}; "
         f"mode {mode}; model {p['dim']} dims, {p['layers']} layers, {p['heads']} heads, vocabulary "
         f"{p['vocab']}; pretraining per LM: {budget}, `--step-per-objective`, lr {p['pretrain_lr']:g} after "
         f"{p['pretrain_warmup']} warm-up updates, {p['tokens_per_sample']}-token streams, "
