@@ -188,14 +188,13 @@ class Recipe(Driver):
         for key, minutes, updates in self.budgets():
             kept = save / f"budget_{key}.pt"
             if not kept.exists():
-                guard = 10 * minutes if minutes else self.p["pretrain_minutes"]  # time: a guard only
-                if updates is None and self.args.lm_clock == "time":
-                    updates, guard = 10**9, minutes  # training time (cumulative over budgets) is the budget
-                elif updates is None:
+                timed = minutes is not None and self.args.lm_clock == "time"  # training time, cumulative over budgets
+                if updates is None and not timed:
                     updates = max(1, round(self.speed(init, results) * 60 * minutes))
-                to = f"{minutes:g} minutes of training" if updates == 10**9 else f"{updates} updates"
+                guard = minutes if timed else 10 * minutes if minutes else self.p["pretrain_minutes"]  # else a guard
+                to = f"{minutes:g} minutes of training" if timed else f"{updates} updates"
                 self.log(f"pretrain {init} ({PRETRAIN_STEPS[init]}): to {key} = {to}")
-                self.run(self.pretrain_command(init, save, guard, updates), save / f"stdout_{key}.log")
+                self.run(self.pretrain_command(init, save, guard, updates or 10**9), save / f"stdout_{key}.log")
                 copy_file(save / "checkpoint_last.pt", kept)
             yield key, kept
 
