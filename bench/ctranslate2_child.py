@@ -44,7 +44,8 @@ def main(model_dir, direction, pieces_json, beam, length, batch):
     with open("/proc/self/status") as f:
         peak_kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
     figures = {"sentences_per_s": len(pieces) / seconds, "words": words, "peak_rss_mib": peak_kib / 1024}
-    print(json.dumps({**figures, "compute_type": translator.compute_type}))
+    isa = os.environ.get("CT2_FORCE_CPU_ISA", "default")  # serving.py sets it as the hub does
+    print(json.dumps({**figures, "compute_type": translator.compute_type, "cpu_isa": isa}))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ supervised updates: speed does not depend on what it learned, since every hypoth
 ``GEN_LEN`` words on both sides, as in ``run.py``), exported with ``xlm-fairseq-export --ctranslate2``
 (float32) and with ``--quantization int8``. Then de->en on the 500 sentences of the test split, at
 beam 5 and beam 1: ``fairseq-generate`` (ours, ``--batch-size 64``) and CTranslate2 as the translation
-hub runs it (``ctranslate2_child.py``), each in its own process. Sentences/s exclude model loading on
+hub runs it (``ctranslate2_child.py``, with the hub's CTranslate2 environment: AVX-512 where the CPU
+has it), each in its own process. Sentences/s exclude model loading on
 both sides (fairseq-generate's own timer; the child times ``translate_batch``); peak RSS is the
 process's (CTranslate2's as the child reads it; fairseq-generate's ``ru_maxrss``, which is exact as
 long as it exceeds this process's own size, ~340 MiB). The engines alternate, ``--repeats`` times;
@@ -31,7 +32,7 @@ ENGINES = ("fairseq", "ctranslate2_float32", "ctranslate2_int8")
 
 
 sys.path.insert(0, str(ROOT))
-from xlm_fairseq.inference.ctranslate2_models import batch_sentences  # noqa: E402
+from xlm_fairseq.inference.ctranslate2_models import batch_sentences, ctranslate2_environment  # noqa: E402
 
 
 def read_test_pieces(data_bin: Path, out: Path) -> int:
@@ -84,14 +85,17 @@ def measure_size(size_name, size, args):
             str(batch),
         ]
 
-    runs = {}
+    runs, cpu_isa = {}, None
     print(f"de->en, {n} sentences, every hypothesis {GEN_LEN} words (sentences/s, peak RSS)", flush=True)
     for _ in range(args.repeats):
         for beam in (5, 1):
             for engine in ENGINES:
                 name = f"{engine}_beam{beam}"
                 log = work / "logs" / f"serving_{name}.{len(runs.get(name, []))}.log"
-                text, rss, _ = run_child(command(engine, beam), log, env=dict(os.environ, OMP_NUM_THREADS="2"))
+                env = dict(os.environ, OMP_NUM_THREADS="2")
+                if engine != "fairseq":
+                    env.update(ctranslate2_environment())  # as the hub sets it
+                text, rss, _ = run_child(command(engine, beam), log, env=env)
                 if engine == "fairseq":
                     m = GENERATED.search(text)
                     if not m or int(m.group(2).replace(",", "")) != n * (GEN_LEN + 1):
@@ -102,6 +106,7 @@ def measure_size(size_name, size, args):
                     if result["words"] != n * GEN_LEN:
                         raise BenchError(f"{name}: {result['words']} words for {n} sentences; the forced length failed")
                     speed, rss = result["sentences_per_s"], result["peak_rss_mib"]
+                    cpu_isa = result["cpu_isa"]
                 runs.setdefault(name, []).append({"sentences_per_s": speed, "peak_rss_mib": rss})
                 print(f"  {name:<26} {speed:9.1f} sent/s  {rss:7.0f} MiB", flush=True)
     figures = {name: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for name, rs in runs.items()}
@@ -111,7 +116,7 @@ def measure_size(size_name, size, args):
             f = figures[f"{engine}_beam{beam}"]
             f["speed_ratio"] = f["sentences_per_s"] / base["sentences_per_s"]
             f["rss_ratio"] = f["peak_rss_mib"] / base["peak_rss_mib"]
-    return {"figures": figures, "runs": runs, "sentences": n, "generate_len": GEN_LEN}
+    return {"figures": figures, "runs": runs, "sentences": n, "generate_len": GEN_LEN, "ctranslate2_cpu_isa": cpu_isa}
 
 
 def table(figures) -> str:

@@ -139,4 +139,25 @@ def test_serving_benchmark_child(exported, tmp_path):
     child = [sys.executable, ROOT / "bench" / "ctranslate2_child.py", exported, "de-en", tmp_path / "pieces.json"]
     result = json.loads(run([*child, "5", "12", "8"]).stdout.splitlines()[-1])
     assert result["words"] == 10 * 12 and result["compute_type"] == "float32"
+    assert result["cpu_isa"] == os.environ.get("CT2_FORCE_CPU_ISA", "default")  # the hub may have set it
     assert result["sentences_per_s"] > 0 and result["peak_rss_mib"] > 0
+
+
+@pytest.mark.parametrize(
+    "flags,environ,expected",
+    [
+        ("fpu avx2 avx512f avx512cd avx512vl avx512dq avx512bw", {}, {"CT2_FORCE_CPU_ISA": "AVX512"}),
+        ("fpu avx2 avx512f avx512cd avx512vl avx512dq", {}, {}),  # no avx512bw: CTranslate2 would refuse AVX512
+        ("fpu avx2 avx512f avx512cd avx512vl avx512dq avx512bw", {"CT2_FORCE_CPU_ISA": "AVX2"}, {}),
+        (None, {}, {}),  # no /proc/cpuinfo (not Linux)
+    ],
+)
+def test_avx512_is_asked_for_where_the_cpu_has_it(tmp_path, flags, environ, expected):
+    """CTranslate2 runs AVX2 kernels unless asked for AVX-512; the hub asks where the CPU has
+    CTranslate2's AVX-512 set, and keeps a value the user set."""
+    from xlm_fairseq.inference.ctranslate2_models import ctranslate2_environment
+
+    cpuinfo = tmp_path / "cpuinfo"
+    if flags is not None:
+        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    assert ctranslate2_environment(environ, str(cpuinfo)) == expected
