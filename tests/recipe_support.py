@@ -19,6 +19,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+from conftest import THREADS
+
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 SAMPLE = RECIPES / "data"
@@ -36,7 +38,7 @@ def env(**extra):
     (default: python, found there)."""
     e = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     e.pop("PYTHON", None)
-    e.update(OMP_NUM_THREADS="2", **extra)
+    e.update(OMP_NUM_THREADS=THREADS, **extra)
     return e
 
 
