@@ -7,6 +7,7 @@ from xlm_fairseq.patches import (
     checkpoint_reader,
     cpu_clip_norm,
     interactive_input,
+    log_file_once,
     precision,
     prefetch_at_exit,
     safe_load,
@@ -24,6 +25,7 @@ PATCHES = (
     cpu_clip_norm,  # --cpu --clip-norm on a machine with a GPU: the norm taken on the CPU
     prefetch_at_exit,  # batch-prefetch threads stop between batches at exit (no abort after a finished run)
     interactive_input,  # fairseq-interactive reads strict UTF-8, a bad line one error naming it
+    log_file_once,  # --log-file gets each line once, not once per epoch begun so far
 )
 
 
