@@ -1,6 +1,7 @@
 """translation_lm through fairseq's CLI and API: init from a pretrained LM, back-translation, UNMT
 over three languages, generation in every direction, resume with schedules (bad input: test_bad_input.py)."""
 
+import json
 import re
 
 import pytest
@@ -74,6 +75,28 @@ def test_unmt_trains_every_objective_and_validates_every_direction(unmt):
     # the 10th update is made with update_num 9 (fairseq counts updates done before this one)
     assert int(inner[9]["num_updates"]) == 10
     assert float(inner[9]["lambda_ae"]) == pytest.approx(1 - 0.75 * 9 / 40, abs=1e-3)
+
+
+def test_validation_means_the_directions_and_the_log_file_has_each_line_once(data_bin, tmp_path):
+    """bleu_mean / bleu_tok_mean average the validated directions, and --best-checkpoint-metric picks
+    by it; fairseq opens --log-file again for every epoch and validation, and the file still gets each
+    line once (xlm_fairseq/patches/log_file_once.py)."""
+    log = tmp_path / "train.log"
+    # three epochs of a few updates each (the 100 valid pairs), validated after each
+    proc = fairseq("train", data_bin, *UNMT_ARGS, "--langs", "de,en", "--mt-steps", "de-en,en-de",
+                   "--train-subset", "valid", "--max-epoch", "3",
+                   "--best-checkpoint-metric", "bleu_tok_mean", "--maximize-best-checkpoint-metric",
+                   "--save-dir", tmp_path / "ckpt", "--log-interval", "1", "--log-file", log)  # fmt: skip
+    valid = json_logs(proc.stdout + proc.stderr, "valid")
+    assert [int(v["epoch"]) for v in valid] == [1, 2, 3]
+    for v in valid:
+        for metric in ("bleu", "bleu_tok"):
+            mean = (float(v[f"valid_{metric}_de-en"]) + float(v[f"valid_{metric}_en-de"])) / 2
+            assert float(v[f"valid_{metric}_mean"]) == pytest.approx(mean, abs=0.006), (metric, v)
+    assert float(valid[-1]["valid_best_bleu_tok_mean"]) == max(float(v["valid_bleu_tok_mean"]) for v in valid)
+    assert (tmp_path / "ckpt" / "checkpoint_best.pt").is_file()
+    written = [line for line in log.read_text().splitlines() if '"valid_loss"' in line]
+    assert [int(json.loads(line)["epoch"]) for line in written] == [1, 2, 3]  # once each
 
 
 @pytest.mark.slow

@@ -1,6 +1,8 @@
 """Validation BLEU of ``translation_lm``, summed over batches and workers and derived at the end
 (fairseq's way): ``bleu_{pair}`` (sacrebleu on detokenised text) and ``bleu_tok_{pair}`` (unsmoothed,
-on Moses-tokenised text: what XLM's multi-bleu.perl reports, the paper's scale)."""
+on Moses-tokenised text: what XLM's multi-bleu.perl reports, the paper's scale), and their means over
+the validated directions, ``bleu_mean`` and ``bleu_tok_mean``: one figure for
+``--best-checkpoint-metric`` when a model translates several ways (XLM picks one direction's)."""
 
 import logging
 from typing import Dict, List
@@ -74,10 +76,10 @@ def corpus_bleu_from_meters(meters, direction: str, prefix: str = "") -> float:
 
 
 def reduce_bleu(logging_outputs) -> None:
-    """Sum each direction's statistics and derive its two BLEUs."""
+    """Sum each direction's statistics and derive its two BLEUs, and their means over the directions."""
     keys = sorted({k.split(":")[0] for log in logging_outputs for k in log if k.endswith(":bleu_sys_len")})
-    for key in keys:
-        direction = "-".join(Objective.parse(key).langs)
+    directions = tuple("-".join(Objective.parse(key).langs) for key in keys)
+    for key, direction in zip(keys, directions):
 
         def total(name, key=key):
             return sum(log.get(f"{key}:{name}", 0) for log in logging_outputs)
@@ -88,3 +90,11 @@ def reduce_bleu(logging_outputs) -> None:
             metrics.log_derived(
                 f"{metric}_{direction}", lambda m, d=direction, p=prefix: corpus_bleu_from_meters(m, d, p)
             )
+    if not directions:
+        return
+
+    def mean_bleu(meters, prefix):
+        return round(sum(corpus_bleu_from_meters(meters, d, prefix) for d in directions) / len(directions), 2)
+
+    for metric, prefix in BLEU_SCORES.items():
+        metrics.log_derived(f"{metric}_mean", lambda m, p=prefix: mean_bleu(m, p))

@@ -67,7 +67,8 @@ class TranslationLMConfig(XLMTaskConfig):
         default=False,
         metadata={
             "help": "skip validation BLEU, by default bleu_{src}-{tgt} (sacrebleu, detokenised) and "
-            "bleu_tok_{src}-{tgt} (tokenised, like XLM's multi-bleu.perl)"
+            "bleu_tok_{src}-{tgt} (tokenised, like XLM's multi-bleu.perl), and their means over the directions, "
+            "bleu_mean and bleu_tok_mean (e.g. for --best-checkpoint-metric)"
         },
     )
     eval_bleu_print_samples: bool = field(
