@@ -37,6 +37,15 @@ def test_a_missing_log_is_one_line(tmp_path):
     assert proc.returncode == 1 and proc.stderr.strip() == f"trained: error: {tmp_path / 'nope.log'}: no such log file"
 
 
+def test_a_missing_scored_checkpoint_is_one_line_before_any_report(tmp_path):
+    log = tmp_path / "translate.log"
+    log.write_text('{"epoch": 1, "num_updates": "6", "ae_en_loss": "5.1"}\n')
+    proc = subprocess.run([sys.executable, "-m", "recipes.lib.trained", log, "--scored", tmp_path / "best.pt"],
+                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip() == f"trained: error: {tmp_path / 'best.pt'}: no such checkpoint"
+
+
 def test_progress_lines_while_a_stage_trains(data_bin, tmp_path):
     """recipes/lib/progress.py through the stage engine: while fairseq-train runs, a line every
     XLM_FAIRSEQ_PROGRESS_SECONDS with the update and the budget left; from the finished log, the

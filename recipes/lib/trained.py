@@ -1,6 +1,7 @@
 """Which objectives a translation_lm run actually trained, read from its fairseq log.
 
     python -m recipes.lib.trained LOG      # one line: "trained: ...; never trained: ... (weight 0 ...)"
+    python -m recipes.lib.trained LOG --scored CHECKPOINT   # and a line on the checkpoint a recipe scores
 
 A recipe's stage says what it schedules; a stage bounded in wall time may stop before a schedule
 starts (back-translation whose weight is 0 until iteration 600, in a stage that ends at 500). The
@@ -50,14 +51,34 @@ def summary(log_text: str) -> str:
     return line
 
 
+def scored(checkpoint: Path, last_update: int) -> str:
+    """Which update a checkpoint holds and the validation figure it was kept for (fairseq stores the
+    value of --best-checkpoint-metric at its save as ``val_loss``)."""
+    from recipes.lib.experiments import checkpoint_updates
+    from xlm_fairseq.assets import read_checkpoint
+
+    state = read_checkpoint(str(checkpoint))
+    value = (state.get("extra_state") or {}).get("val_loss")
+    metric = (state.get("cfg") or {}).get("checkpoint", {}).get("best_checkpoint_metric", "metric")
+    kept = f", valid {metric} {value:.2f}" if isinstance(value, (int, float)) else ""
+    return f"scored: {checkpoint.name}, update {checkpoint_updates(checkpoint)} of {last_update}{kept}"
+
+
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        sys.exit("usage: python -m recipes.lib.trained LOG")
-    path = Path(argv[0])
-    if not path.is_file():
-        sys.exit(f"trained: error: {path}: no such log file")
-    print(summary(path.read_text(encoding="utf-8", errors="replace")))
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m recipes.lib.trained")
+    parser.add_argument("log", type=Path)
+    parser.add_argument("--scored", type=Path, metavar="CHECKPOINT", help="also say which update it holds")
+    args = parser.parse_args(argv)
+    if not args.log.is_file():
+        sys.exit(f"trained: error: {args.log}: no such log file")
+    if args.scored is not None and not args.scored.is_file():
+        sys.exit(f"trained: error: {args.scored}: no such checkpoint")
+    text = args.log.read_text(encoding="utf-8", errors="replace")
+    print(summary(text))
+    if args.scored is not None:
+        print(scored(args.scored, trained_objectives(text)[2]))
 
 
 if __name__ == "__main__":
