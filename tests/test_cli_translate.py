@@ -79,8 +79,8 @@ def test_unmt_trains_every_objective_and_validates_every_direction(unmt):
 
 def test_validation_means_the_directions_and_the_log_file_has_each_line_once(data_bin, tmp_path):
     """bleu_mean / bleu_tok_mean average the validated directions, and --best-checkpoint-metric picks
-    by it; fairseq opens --log-file again for every epoch and validation, and the file still gets each
-    line once (xlm_fairseq/patches/log_file_once.py)."""
+    by it; fairseq opens --log-file again at every epoch, and the file still gets each line once
+    (xlm_fairseq/patches/log_file_once.py)."""
     log = tmp_path / "train.log"
     # three epochs of a few updates each (the 100 valid pairs), validated after each
     proc = fairseq("train", data_bin, *UNMT_ARGS, "--langs", "de,en", "--mt-steps", "de-en,en-de",
