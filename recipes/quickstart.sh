@@ -3,7 +3,8 @@
 # recipes/data/en-de-docs, on CPU, in about 30 minutes on 2 cores:
 #   preprocess -> MLM+TLM pretraining (cross_lingual_lm) -> translation initialised from it
 #   (translation_lm: by default semi-supervised, MT on the 20,000 pairs + AE + back-translation on the
-#   monolingual text, XLM's Table 3 setting; --unsupervised: AE + BT only) -> fairseq-generate on the
+#   monolingual text, XLM's Table 3 setting; --unsupervised: no pair seen, MLM pretraining and AE + BT
+#   on unpaired text) -> fairseq-generate on the
 #   held-out test set, both directions -> sacrebleu beside the copy-the-source baseline -> an exported
 #   model directory that XLMModel.from_pretrained loads.
 # Re-running skips finished stages; --fresh starts over.
@@ -14,9 +15,10 @@ usage() {
 usage: bash recipes/quickstart.sh [--tiny] [--unsupervised] [--test PREFIX] [--fresh] [--work-dir DIR] [--help]
 
   --tiny          a reduced run (a few minutes; what CI runs): fewer updates, a smaller test set
-  --unsupervised  pure unsupervised MT: AE + back-translation on monolingual text, no parallel
-                  sentence seen by the translation model (default: semi-supervised, MT steps on the
-                  shipped pairs added to AE + BT); it pretrains longer (16 minutes, not 7) and
+  --unsupervised  pure unsupervised MT, no pair seen: MLM pretraining (no TLM) and AE + back-translation
+                  on the monolingual text and one half of each side of the pairs, with no line left
+                  whose translation is on the other side (default: semi-supervised, MLM+TLM, then MT
+                  on the pairs added to AE + BT); it pretrains longer (16 minutes, not 7) and
                   translates shorter (11, not 19): it depends on what the LM aligned
   --test PREFIX   also score raw PREFIX.de / PREFIX.en (line-aligned, your own held-out text), beside
                   copying its source; the shipped test set is scored in any case
@@ -73,6 +75,9 @@ if [ "$SUPERVISION" = unsupervised ]; then
   # 7 + 19 took test BLEU from +1.0 / +0.6 over copying to +2.2 / +1.3 (recipes/README.md, "The
   # quickstart's runs", --unsupervised)
   [ "$TINY" = 1 ] || { PT_HOURS=0.27; MT_HOURS=0.19; }
+  # no pair is seen: MLM only, on the monolingual text and one half of each side of the pairs
+  # (recipes/lib/unpaired.py: no line left whose translation is on the other side)
+  MLM_STEPS=en,de; PRETRAINING="MLM pretraining"
   # XLM's UNMT: denoising auto-encoding fades out while back-translation carries on from the start
   OBJECTIVES=(--ae-steps "en,de" --bt-steps "en-de-en,de-en-de" --lambda-ae "0:1,$((BT_FROM * 2)):0.1,$((BT_FROM * 4)):0")
   WHAT="unsupervised MT (AE + back-translation on monolingual text only)"
@@ -82,6 +87,7 @@ else
   OBJECTIVES=(--mt-steps "de-en,en-de" --ae-steps "en,de" --bt-steps "en-de-en,de-en-de"
               --lambda-ae "0:1,$BT_FROM:0.1,$((BT_FROM * 2)):0" --lambda-bt "0:0,$BT_FROM:0,$((BT_FROM * 2)):1")
   WHAT="semi-supervised MT (MT on $PARA_LINES pairs + AE + back-translation on monolingual text)"
+  MLM_STEPS=en,de,en-de; PRETRAINING="MLM+TLM pretraining"
 fi
 
 # ---- the install is there? ------------------------------------------------------------------
@@ -120,7 +126,7 @@ stage_key() {
   if [ "$1" = translate ]; then
     printf 'recipe=quickstart mode=%s supervision=%s\n' "$MODE" "$SUPERVISION"
   else
-    printf 'recipe=quickstart mode=%s pretrain=%s hours=%s\n' "$MODE" "${PRETRAIN_SHAPE[*]}" "$PT_HOURS"
+    printf 'recipe=quickstart mode=%s supervision=%s pretrain=%s hours=%s\n' "$MODE" "$SUPERVISION" "${PRETRAIN_SHAPE[*]}" "$PT_HOURS"
   fi
 }
 stage_clock_start
@@ -141,6 +147,7 @@ optim_flags TRANSLATE_OPTIM --lr 0.001 --warmup-updates 500
 
 # ---- 1. preprocess ----------------------------------------------------------------------------
 stage_preprocess() {
+  local train_pairs=(--para "train:en-de=$WORK/raw/train.en-de")
   head -n "$MONO_LINES" "$SAMPLE/mono.en" > "$WORK/raw/mono.en"
   head -n "$MONO_LINES" "$SAMPLE/mono.de" > "$WORK/raw/mono.de"
   for l in en de; do
@@ -148,16 +155,22 @@ stage_preprocess() {
     cp "$SAMPLE/valid.en-de.$l" "$WORK/raw/valid.en-de.$l"
     head -n "$TEST_LINES" "$SAMPLE/test.en-de.$l" > "$WORK/raw/test.en-de.$l"
   done
+  if [ "$SUPERVISION" = unsupervised ]; then
+    "$PY" -m recipes.lib.unpaired --mono-src "$WORK/raw/mono.en" --mono-tgt "$WORK/raw/mono.de" \
+      --pairs "$WORK/raw/train.en-de" --langs en,de --out "$WORK/raw" | sed 's/^/   /'
+    rm "$WORK/raw/train.en-de.en" "$WORK/raw/train.en-de.de"
+    train_pairs=()
+  fi
   run_logged "$WORK/logs/preprocess.log" "$PY" -m preprocess.prepare "$DATA" --langs de,en --force --vocab-size "$VOCAB" \
     --mono "train:en=$WORK/raw/mono.en" --mono "train:de=$WORK/raw/mono.de" \
     --mono "valid:en=$WORK/raw/valid.en-de.en" --mono "valid:de=$WORK/raw/valid.en-de.de" \
-    --para "train:en-de=$WORK/raw/train.en-de" --para "valid:en-de=$WORK/raw/valid.en-de" \
+    "${train_pairs[@]}" --para "valid:en-de=$WORK/raw/valid.en-de" \
     --para "test:en-de=$WORK/raw/test.en-de" --quiet
 }
 
 # ---- 2. pretraining ---------------------------------------------------------------------------
 stage_pretrain() {
-  run_training "$WORK/logs/pretrain.log" "$PT_HOURS" '^mlm_(en|de)_fullmask_ppl$' "$WORK/logs/pretrain.out" fairseq-train "$DATA" "${COMMON[@]}" "$WORK/logs/pretrain.log" --task cross_lingual_lm --langs de,en --mlm-steps en,de,en-de \
+  run_training "$WORK/logs/pretrain.log" "$PT_HOURS" '^mlm_(en|de)_fullmask_ppl$' "$WORK/logs/pretrain.out" fairseq-train "$DATA" "${COMMON[@]}" "$WORK/logs/pretrain.log" --task cross_lingual_lm --langs de,en --mlm-steps "$MLM_STEPS" \
     "${MODEL[@]}" "${PRETRAIN_SHAPE[@]}" --max-tokens 2048 "${PRETRAIN_OPTIM[@]}" \
     --max-update "$PT_UPDATES" --stop-time-hours "$PT_HOURS" --validate-interval-updates "$((VALID_EVERY * 2))" \
     --save-interval-updates "$((VALID_EVERY * 2))" --keep-interval-updates 1 --best-checkpoint-metric mlm_fullmask_ppl \
@@ -186,8 +199,8 @@ stage_translate() {
 }
 
 run_stage preprocess "1/4 preprocess" "Moses tokenisation, joint sentencepiece ($VOCAB), binarisation -> $DATA" stage_preprocess
-run_stage pretrain "2/4 MLM+TLM pretraining" \
-  "cross_lingual_lm, --mlm-steps en,de,en-de, $DIM dims x $LAYERS layers, ${PT_HOURS}h; log: $WORK/logs/pretrain.log" stage_pretrain
+run_stage pretrain "2/4 $PRETRAINING" \
+  "cross_lingual_lm, --mlm-steps $MLM_STEPS, $DIM dims x $LAYERS layers, ${PT_HOURS}h; log: $WORK/logs/pretrain.log" stage_pretrain
 run_stage translate "3/4 $WHAT" \
   "translation_lm initialised from the LM, ${MT_HOURS}h; log: $WORK/logs/translate.log" stage_translate
 

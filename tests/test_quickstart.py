@@ -114,22 +114,30 @@ def test_quickstart_tiny_end_to_end(tmp_path):
 
 @pytest.mark.slow  # a whole recipe run, minutes
 def test_quickstart_unsupervised_is_its_own_run(tmp_path):
-    """--unsupervised trains no MT step and says so; a work dir of the other kind is refused at stage 3."""
+    """--unsupervised sees no pair: MLM only on unpaired text, no MT step, and it says so; a work dir of
+    the other kind is refused at stage 1 and, once its marker is gone, redone with the stale
+    checkpoints set aside."""
     work = tmp_path / "qs"
     proc = _run(["--tiny", "--unsupervised", "--work-dir", str(work)])
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2/4 MLM pretraining: cross_lingual_lm, --mlm-steps en,de," in proc.stdout
+    assert re.search(r"unpaired: \d+ en lines, \d+ de lines", proc.stdout), proc.stdout[-3000:]
     assert "3/4 unsupervised MT (AE + back-translation on monolingual text only)" in proc.stdout
     trained = [line for line in proc.stdout.splitlines() if line.startswith("   trained to update")]
     assert trained and all("MT" not in line and "AE de en" in line for line in trained), proc.stdout[-3000:]
+    assert not list((work / "data-bin").glob("train.*-*")), "a training pair was binarised"
+    pretrain = (work / "logs" / "pretrain.log").read_text()
+    assert "'mlm_steps': 'en,de'" in pretrain and "tlm_" not in pretrain
     log = (work / "logs" / "translate.log").read_text()
     assert "'mt_steps': ''" in log and "'bt_steps': 'en-de-en,de-en-de'" in log
     semi = _run(["--tiny", "--work-dir", str(work)])
-    assert semi.returncode == 2 and "stage translate was completed with other options" in semi.stderr
+    assert semi.returncode == 2 and "stage preprocess was completed with other options" in semi.stderr
     # redone by deleting its marker: the unsupervised checkpoints are set aside, not resumed from
-    (work / ".stages" / "translate.done").unlink()
+    (work / ".stages" / "preprocess.done").unlink()
     semi = _run(["--tiny", "--work-dir", str(work)])
     assert semi.returncode == 0, semi.stderr[-3000:]
     assert "stage translate's checkpoints were of a run that finished before: moved to" in semi.stderr
+    assert (work / "data-bin" / "train.de-en.de.bin").is_file()
     out = (work / "logs" / "translate.out").read_text()  # this run's fairseq-train output
     assert "No existing checkpoint found" in out and "'mt_steps': 'de-en,en-de'" in out, out[-2000:]
     (stale,) = (work / "checkpoints").glob("translate.stale-*")
@@ -159,3 +167,36 @@ def test_quickstart_rejects_unknown_option(tmp_path):
         proc = _run(["--tiny", "--work-dir", str(tmp_path / "q"), "--test", str(prefix)])
         assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "q").exists()
+
+
+def _unpaired(tmp_path, en_pairs, de_pairs, mono_en=("mono one",), mono_de=("Mono eins",)):
+    for name, lines in (("mono.en", mono_en), ("mono.de", mono_de), ("p.en", en_pairs), ("p.de", de_pairs)):
+        (tmp_path / name).write_text("".join(f"{line}\n" for line in lines))
+    return subprocess.run(
+        [sys.executable, "-m", "recipes.lib.unpaired", "--mono-src", tmp_path / "mono.en", "--mono-tgt",
+         tmp_path / "mono.de", "--pairs", tmp_path / "p", "--langs", "en,de", "--out", tmp_path / "out"],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+
+
+def test_unpaired_text_keeps_no_pair(tmp_path):
+    """--unsupervised's text: the English of the pairs' first half, the German of the second, and no
+    German line whose translation (anywhere in the pairs) is on the English side: "Datei" recurs in
+    the second half as the translation of "file", which is in the first."""
+    en = ["file", "open", "save", "file", "close", "quit"]
+    de = ["Datei", "öffnen", "speichern", "Datei", "schließen", "beenden"]
+    proc = _unpaired(tmp_path, en, de)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "unpaired: 4 en lines, 3 de lines (1 de lines dropped as translations of en ones)\n"
+    kept_en = (tmp_path / "out" / "mono.en").read_text().splitlines()
+    kept_de = (tmp_path / "out" / "mono.de").read_text().splitlines()
+    assert kept_en == ["mono one", "file", "open", "save"]
+    assert kept_de == ["Mono eins", "schließen", "beenden"]
+    assert not {(a, b) for a, b in zip(en, de)} & {(a, b) for a in kept_en for b in kept_de}
+
+
+def test_unpaired_text_refuses_pairs_of_unequal_length(tmp_path):
+    proc = _unpaired(tmp_path, ["a", "b"], ["A"])
+    assert proc.returncode != 0 and not (tmp_path / "out").exists()
+    prefix = tmp_path / "p"
+    assert proc.stderr.strip().splitlines() == [f"unpaired: --pairs: {prefix}.en has 2 lines, {prefix}.de 1"]
