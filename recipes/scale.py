@@ -92,6 +92,8 @@ PRETRAIN_RUNS = {  # name: (changes, budgets in minutes)
     # the CPU configuration: the two changes that left the plateau at 8 min
     "stream64_dropout0": (dict(stream=64, dropout=0.0), (15, 60)),
     "mlm_only": (dict(steps="en,de"), (15,)),
+    # the paper's UNMT setting on the CPU configuration: no pair seen before translation either
+    "stream64_dropout0_mlm_only": (dict(stream=64, dropout=0.0, steps="en,de"), (15, 60)),
     "words_only": (dict(words_only=True), (15,)),  # --mlm-words-only: ours before XLM's mask_out (#24)
 }
 QUICK_PRETRAIN = dict(dim=32, layers=1, heads=2, ffn=64, vocab=800, stream=64, batch=512, warmup=10)
