@@ -72,8 +72,8 @@ else
 fi
 if [ "$SUPERVISION" = unsupervised ]; then
   # without pairs, translation can only start from what the LM aligned: 16 + 11 minutes instead of
-  # 7 + 19 took test BLEU from +1.0 / +0.6 over copying to +2.2 / +1.3 (recipes/README.md, "The
-  # quickstart's runs", --unsupervised)
+  # 7 + 19 took test BLEU from +1.0 / +0.6 over copying to +2.2 / +1.3 with an MLM+TLM LM
+  # (recipes/README.md, "The quickstart's runs", --unsupervised)
   [ "$TINY" = 1 ] || { PT_HOURS=0.27; MT_HOURS=0.19; }
   # no pair is seen: MLM only, on the monolingual text and one half of each side of the pairs
   # (recipes/lib/unpaired.py: no line left whose translation is on the other side)
