@@ -14,10 +14,12 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from recipes.lib.experiments import read_lines
 
-def read_lines(path: Path) -> list[str]:
+
+def read_or_exit(path: Path) -> list[str]:
     try:
-        return path.read_text(encoding="utf-8").splitlines()
+        return read_lines(path)
     except (OSError, UnicodeDecodeError) as e:
         sys.exit(f"unpaired: {path}: {e}")
 
@@ -48,10 +50,10 @@ def main(argv=None):
     if len(langs) != 2 or not all(langs) or langs[0] == langs[1]:
         p.error(f"--langs: two different languages, e.g. en,de (got {args.langs!r})")
     s, t = langs
-    pairs_src, pairs_tgt = read_lines(Path(f"{args.pairs}.{s}")), read_lines(Path(f"{args.pairs}.{t}"))
+    pairs_src, pairs_tgt = read_or_exit(Path(f"{args.pairs}.{s}")), read_or_exit(Path(f"{args.pairs}.{t}"))
     if len(pairs_src) != len(pairs_tgt):
         sys.exit(f"unpaired: --pairs: {args.pairs}.{s} has {len(pairs_src)} lines, {args.pairs}.{t} {len(pairs_tgt)}")
-    src, tgt, dropped = unpaired(read_lines(args.mono_src), read_lines(args.mono_tgt), pairs_src, pairs_tgt)
+    src, tgt, dropped = unpaired(read_or_exit(args.mono_src), read_or_exit(args.mono_tgt), pairs_src, pairs_tgt)
     args.out.mkdir(parents=True, exist_ok=True)
     for lang, lines in ((s, src), (t, tgt)):
         (args.out / f"mono.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
