@@ -49,6 +49,7 @@ from recipes.lib.xcls_report import FINETUNE_LANG
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 INITS = ("random", "mlm", "mlm_tlm")
+CORPORA = ("sample", "shared", "shared+ddtp")  # recipes/lib/xcls_corpus.py
 PRETRAIN_STEPS = {"mlm": "en,de", "mlm_tlm": "en,de,de-en"}
 BLI = ("bli", "de-en.dev.txt")  # under --shared-data: the probe's dictionary
 
@@ -77,7 +78,8 @@ class Recipe(Driver):
         self.args = args
         mode = "tiny" if args.tiny else "experiment" if args.experiment else "sample"
         self.p = dict({"tiny": TINY, "experiment": EXPERIMENT, "sample": SAMPLE}[mode])
-        for key in ("finetune_epochs", "finetune_lr", "inits", "seeds", "pretrain_lr", "pretrain_max_tokens"):
+        self.default_corpus = self.p["corpus"]
+        for key in ("finetune_epochs", "finetune_lr", "inits", "seeds", "pretrain_lr", "pretrain_max_tokens", "corpus"):
             if getattr(args, key) is not None:
                 self.p[key] = getattr(args, key)
         if args.pretrain_updates is not None:  # one budget or the other
@@ -95,9 +97,10 @@ class Recipe(Driver):
         if unknown:
             self.fail(f"--inits: unknown init '{unknown[0]}' (known: {', '.join(INITS)})")
         self.mode = mode
-        self.work = Path(args.work_dir or ROOT / "runs" / f"xcls-{mode}").resolve()
+        corpus = "" if args.corpus is None else "-" + args.corpus.replace("+", "-")  # another corpus, another dir
+        self.work = Path(args.work_dir or ROOT / "runs" / f"xcls-{mode}{corpus}").resolve()
         shared = Path(args.shared_data)
-        self.source = shared if self.p["corpus"] == "shared" else ROOT / "recipes" / "data"
+        self.source = shared if self.p["corpus"].startswith("shared") else ROOT / "recipes" / "data"
         self.xcls_source = shared / "xcls" if mode == "experiment" else ROOT / "recipes" / "data" / "xcls"
         self.bli = shared.joinpath(*BLI)
         self.data = self.work / "data-bin"
@@ -130,7 +133,12 @@ class Recipe(Driver):
     def prepare(self):
         """The classification files (the random init's directory gets the data-bin's vocabulary and
         pipeline beside them), the pretraining text and its data-bin."""
-        if (self.data / "dict.txt").exists():
+        prepared, done = self.work / "corpus.txt", (self.data / "dict.txt").exists()  # older dirs: the mode's corpus
+        made = prepared.read_text().strip() if prepared.exists() else self.default_corpus if done else None
+        if made not in (None, self.p["corpus"]):
+            self.fail(f"--corpus: {self.work} was prepared with '{made}', not '{self.p['corpus']}'; name another "
+                      "--work-dir, or add --fresh to redo it")  # fmt: skip
+        if done:
             return
         raw = self.work / "raw"
         self.xcls.mkdir(parents=True, exist_ok=True)
@@ -148,6 +156,7 @@ class Recipe(Driver):
                   "--para", f"train:de-en={raw}/train.de-en", "--para", f"valid:de-en={raw}/valid.de-en",
                   "--mono", f"valid:en={raw}/valid.de-en.en", "--mono", f"valid:de={raw}/valid.de-en.de"],
                  self.work / "prepare.log")  # fmt: skip
+        write_text(prepared, self.p["corpus"] + "\n")
 
     def random_init_dir(self):
         """The classification files with the data-bin's vocabulary and text pipeline beside them:
@@ -281,15 +290,8 @@ class Recipe(Driver):
         with ThreadPoolExecutor(self.args.jobs) as pool:
             more = pool.map(lambda seed: self.finetune(best, rows[best]["checkpoint"], seed), seeds[1:])
             runs = [rows[best]["classifier"], *more]
-
-        def spread(key):
-            values = [r[key] for r in runs]
-            mean = sum(values) / len(values)
-            sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
-            return f"{' / '.join(f'{v:.2f}' for v in values)}: {mean:.2f} ± {sd:.2f}"
-
         keys = ("acc_en", "acc_de", "acc_de_en_id")
-        return {"row": best, "seeds": seeds, **{key: spread(key) for key in keys}}
+        return {"row": best, "seeds": seeds, **{key: xcls_report.spread([r[key] for r in runs]) for key in keys}}
 
     def save_results(self, results, update=None):
         """``update()`` applied to the results, then written (one thread at a time: --jobs)."""
@@ -346,11 +348,8 @@ class Recipe(Driver):
 def main(argv=None):
     p = ArgumentParser(name="xcls", prog="recipes/xcls.sh", description=__doc__.split("\n\n")[0])
     p.add_argument("--tiny", action="store_true", help="tiny data, model and budgets (a pipeline check; what CI runs)")
-    p.add_argument(
-        "--experiment",
-        action="store_true",
-        help="the shared corpora and the whole topic set, random, MLM, MLM+TLM, LMs of 15 and 30 CPU-minutes",
-    )
+    p.add_argument("--experiment", action="store_true",
+                   help="the shared corpora, the whole topic set, random, MLM, MLM+TLM, LMs of 15 and 30 CPU-minutes")
     p.add_argument("--inits", help="comma-separated: random, mlm, mlm_tlm (default random,mlm_tlm; --experiment all)")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--lm-minutes", type=experiments.minutes_list,
@@ -374,18 +373,20 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, help="fine-tuning seeds of the best row (default 1; --experiment 3)")
     p.add_argument("--finetune-epochs", type=int, help="epochs of each fine-tuning (default 8; --experiment 6)")
     p.add_argument("--finetune-lr", type=float, help="peak learning rate of the fine-tuning (default 5e-4)")
+    p.add_argument("--corpus", choices=CORPORA, help="pretraining text: sample (the shipped manuals; the default), "
+                   "shared (../shared/data without package descriptions; --experiment's default) or shared+ddtp "
+                   "(and the descriptions of every package outside the topics)")  # fmt: skip
     p.add_argument("--work-dir", help="where everything goes (default runs/xcls-{sample,tiny,experiment})")
-    p.add_argument(
-        "--shared-data",
-        default=str(ROOT.parent / "shared" / "data"),
-        help="the shared corpora, for --experiment and the lexicon probe (default ../shared/data)",
-    )
+    p.add_argument("--shared-data", default=str(ROOT.parent / "shared" / "data"),
+                   help="the shared corpora, for --experiment, --corpus shared* and the probe (default ../shared/data)")
     p.add_argument("--fresh", action="store_true", help="delete the work directory first")
     args = p.parse_args(argv)
     if args.tiny and args.experiment:
         p.error("--tiny and --experiment exclude each other")
     if args.experiment and not (Path(args.shared_data) / "xcls" / "train.en.tsv").exists():
         p.error(f"--shared-data: {args.shared_data}/xcls/train.en.tsv not found")
+    if (args.corpus or "").startswith("shared") and not (Path(args.shared_data) / "en-de" / "ddtp.en").exists():
+        p.error(f"--corpus {args.corpus}: {args.shared_data}/en-de/ddtp.en not found (see --shared-data)")
     if args.seeds is not None and args.seeds < 1:
         p.error(f"--seeds: expected 1 or more, got {args.seeds}")
     if args.jobs < 1:

@@ -506,6 +506,10 @@ def test_xcls_recipe_tiny(tmp_path):
         (["--jobs", "0"], "--jobs: expected 1 or more"),
         (["--jobs", "2", "--lm-minutes", "1"], "--jobs: LMs side by side need --lm-clock time"),
         (["--device", "cuda"], "--device cuda: torch sees no GPU"),
+        (
+            ["--corpus", "shared+ddtp", "--shared-data", "/nonexistent"],
+            "--corpus shared+ddtp: /nonexistent/en-de/ddtp.en",
+        ),
     ],
 )
 def test_xcls_recipe_bad_options_are_one_line(tmp_path, args, message):

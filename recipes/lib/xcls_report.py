@@ -20,7 +20,8 @@ def describe(p: dict, mode: str, results: dict) -> str:
         budget = f"{p['pretrain_updates']} updates"
     return (
         f"Date {time.strftime('%Y-%m-%d')}, {machine}{os.cpu_count()} CPU cores, torch {torch.__version__}; "
-        f"mode {mode}; model {p['dim']} dims, {p['layers']} layers, {p['heads']} heads, vocabulary "
+        f"mode {mode}, pretraining text `{p['corpus']}`; model {p['dim']} dims, {p['layers']} layers, "
+        f"{p['heads']} heads, vocabulary "
         f"{p['vocab']}; pretraining per LM: {budget}, `--step-per-objective`, lr {p['pretrain_lr']:g} after "
         f"{p['pretrain_warmup']} warm-up updates, {p['tokens_per_sample']}-token streams, "
         f"{p['pretrain_max_tokens']} tokens a step, dropout {p['pretrain_dropout']:g}; fine-tuning "
@@ -29,6 +30,13 @@ def describe(p: dict, mode: str, results: dict) -> str:
         f"and German, the German rows read with their own language id (XLM) and with English's "
         f"(`--lang-id {FINETUNE_LANG}`), by the same classifier."
     )
+
+
+def spread(values) -> str:
+    """The runs, then their mean ± the sample standard deviation."""
+    mean = sum(values) / len(values)
+    sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    return f"{' / '.join(f'{v:.2f}' for v in values)}: {mean:.2f} ± {sd:.2f}"
 
 
 def _probe_cells(probe) -> str:
