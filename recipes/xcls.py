@@ -5,15 +5,16 @@
     bash recipes/xcls.sh --experiment --device cuda --size 256x4 --pretrain-max-tokens 16384 \
         --lm-minutes 3 --lm-clock time --jobs 3     # one GPU: the three inits side by side
 
-Task: the Debian package-description topics of ``recipes/data/xcls`` (9 labels; English training
-rows, English and German validation rows of the same packages; ``--experiment``: the whole set in
-``../shared/data/xcls``). The German rows are never trained on: their accuracy is zero-shot transfer.
+Task: the Debian package-description topics of ``recipes/data/xcls`` (9 labels; English training rows,
+English and German validation rows of the same packages; ``--experiment``: the whole set in
+``../shared/data/xcls``). German is never trained on: its accuracy is zero-shot transfer.
 
 Runs, one per ``--inits`` entry:
   random    the classifier from random initialisation (the vocabulary and pipeline of the data-bin)
   mlm       pretrained with MLM on the en and de monolingual streams
   mlm_tlm   pretrained with MLM on them and TLM on the en-de pairs (the same sentences, aligned)
-Pretraining text (``recipes/lib/xcls_corpus.py``) has no package description. Each LM trains to each
+Pretraining text (``recipes/lib/xcls_corpus.py``, ``--corpus``) has no description of a package of the
+set: none at all, or (``shared+ddtp``) those of the packages outside its topics. Each LM trains to each
 of its budgets — updates (``--pretrain-updates``) or CPU-minutes (``--lm-minutes``, counted in updates
 from the LM's speed measured alone, as ``recipes/scale.py`` does) — and is scored at each: XLM's
 perplexity, the lexicon probe, en-de sentence retrieval, and a classifier fine-tuned on English (the
@@ -22,9 +23,8 @@ scores German with German's language id (XLM) and with English's (``--lang-id en
 German accuracy (English id) is fine-tuned again with ``--seeds``; TF-IDF + logistic regression and the
 majority class are the references (``recipes/lib/xcls_baselines.py``). Details: recipes/README.md.
 
-On a GPU (``--device cuda``) a small model's step is bound by launches, not arithmetic: ``--jobs N``
-runs N inits (and then N seeds) side by side, and ``--lm-clock time`` gives each LM its minutes of
-training time as they go, where a speed measured alone would not hold.
+On a GPU (``--device cuda``) a small model's step is bound by launches, not arithmetic: ``--jobs N`` runs N inits
+(then N seeds) side by side, ``--lm-clock time`` gives each LM its minutes of training time as they go.
 
 Results: WORK/results.{md,json} and WORK/figures/xcls.png; finished runs are skipped on a re-run
 (``--fresh`` redoes all).
