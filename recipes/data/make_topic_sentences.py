@@ -15,8 +15,8 @@ A topic section is any section the classification set draws from (``build/tools/
 the shared corpus: games, graphics, sound, video, science, math, net, web, mail, ...). Sentences are
 split by the shared corpus' own splitter (``build/tools/textutil.py``) per paragraph, per list item
 and over the whole description, so each line the DDTP files were cut into is among them. A hash is
-the first HASH_CHARS hex digits of SHA-1 of ``recipes.lib.xcls_corpus.topic_key``: a line of other
-text matches by chance with probability ~0.4 % (it is then left out too; nothing leaks).
+the first HASH_CHARS hex digits of SHA-1 of the sentence lower-cased, spaces collapsed
+(``recipes.lib.xcls_corpus.topic_hash``): 0.5 % of other lines match by chance (and are left out too).
 """
 
 import argparse
@@ -85,8 +85,8 @@ def main():
         for description in found:
             short, *rest = units(description)  # a short description is a line of its own
             hashes.update(topic_hash(s) for unit in rest for s in [short, *split_sentences(unit)] if s.strip())
-    with gzip.GzipFile(args.out, "wb", mtime=0) as f:  # mtime 0: the same input gives the same bytes
-        f.write("".join(h + "\n" for h in sorted(hashes)).encode())
+    with open(args.out, "wb") as raw, gzip.GzipFile("", "wb", fileobj=raw, mtime=0) as f:  # no name, no time:
+        f.write("".join(h + "\n" for h in sorted(hashes)).encode())  # the same input gives the same bytes
     print(f"{len(topic)} topic descriptions; {counts} with text; {len(hashes)} sentence hashes -> {args.out}")
 
 

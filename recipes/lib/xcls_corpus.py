@@ -40,12 +40,8 @@ HASH_CHARS = 6
 SHARED_WORDS = 8  # a description line sharing this many words in a row with a classification text is left out
 
 
-def topic_key(line: str) -> str:
-    return " ".join(unicodedata.normalize("NFC", line).lower().split())
-
-
 def topic_hash(line: str) -> str:
-    return hashlib.sha1(topic_key(line).encode()).hexdigest()[:HASH_CHARS]
+    return hashlib.sha1(_key(unicodedata.normalize("NFC", line)).encode()).hexdigest()[:HASH_CHARS]
 
 
 def topic_hashes(path: Path = TOPIC_HASHES) -> Set[str]:
