@@ -373,9 +373,8 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, help="fine-tuning seeds of the best row (default 1; --experiment 3)")
     p.add_argument("--finetune-epochs", type=int, help="epochs of each fine-tuning (default 8; --experiment 6)")
     p.add_argument("--finetune-lr", type=float, help="peak learning rate of the fine-tuning (default 5e-4)")
-    p.add_argument("--corpus", choices=CORPORA, help="pretraining text: sample (the shipped manuals; the default), "
-                   "shared (../shared/data without package descriptions; --experiment's default) or shared+ddtp "
-                   "(and the descriptions of every package outside the topics)")  # fmt: skip
+    p.add_argument("--corpus", choices=CORPORA, help="pretraining text: sample (shipped manuals; default), shared "
+                   "(no descriptions; --experiment's), shared+ddtp (and non-topic packages' descriptions)")  # fmt: skip
     p.add_argument("--work-dir", help="where everything goes (default runs/xcls-{sample,tiny,experiment})")
     p.add_argument("--shared-data", default=str(ROOT.parent / "shared" / "data"),
                    help="the shared corpora, for --experiment, --corpus shared* and the probe (default ../shared/data)")
@@ -385,8 +384,9 @@ def main(argv=None):
         p.error("--tiny and --experiment exclude each other")
     if args.experiment and not (Path(args.shared_data) / "xcls" / "train.en.tsv").exists():
         p.error(f"--shared-data: {args.shared_data}/xcls/train.en.tsv not found")
-    if (args.corpus or "").startswith("shared") and not (Path(args.shared_data) / "en-de" / "ddtp.en").exists():
-        p.error(f"--corpus {args.corpus}: {args.shared_data}/en-de/ddtp.en not found (see --shared-data)")
+    need = {"shared": "en-de/docs.natural.en", "shared+ddtp": "en-de/ddtp.en"}.get(args.corpus)  # what each reads
+    if need and not (Path(args.shared_data) / need).exists():
+        p.error(f"--corpus {args.corpus}: {args.shared_data}/{need} not found (see --shared-data)")
     if args.seeds is not None and args.seeds < 1:
         p.error(f"--seeds: expected 1 or more, got {args.seeds}")
     if args.jobs < 1:
