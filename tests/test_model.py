@@ -321,3 +321,75 @@ def test_arch_builds_a_model_of_xlms_size(argv, dims, tmp_path):
     for stack, layers in ((model.encoder.transformer, enc_layers), (model.decoder.transformer, dec_layers)):
         assert len(stack.attentions) == layers
         assert {a.n_heads for a in stack.attentions} == {heads}
+
+
+def _translation_model(eos_bias):
+    from fairseq.data import Dictionary
+
+    from xlm_fairseq.models.fairseq_interfaces import XLMDecoder, XLMEncoder
+    from xlm_fairseq.models.xlm import XLMModel
+
+    d = Dictionary()
+    for i in range(46):
+        d.add_symbol(f"w{i}")
+    model = XLMModel(None, XLMEncoder(d, _stack(with_output=False)), XLMDecoder(d, _stack(is_decoder=True))).eval()
+    with torch.no_grad():  # how likely </s> is
+        model.decoder.transformer.pred_layer.proj.bias[d.eos()] = eos_bias
+    torch.manual_seed(3)
+    src = torch.randint(4, 50, (24, 10))
+    src[:, 0] = src[:, -1] = d.eos()
+    src[::3, 6] = d.eos()
+    src[::3, 7:] = d.pad()  # a third are shorter: right padding
+    net_input = {
+        "src_tokens": src,
+        "src_lengths": src.ne(d.pad()).sum(1),
+        "src_langs": torch.zeros(24, dtype=torch.long),
+        "tgt_langs": torch.full((24,), 2),
+    }
+    return model, d, net_input
+
+
+@pytest.mark.parametrize("eos_bias", [2.2, -5.0])  # sentences finish at different steps; all run to the limit
+def test_beam_search_with_one_source_row_per_sentence_equals_a_row_per_hypothesis(eos_bias):
+    """fairseq's SequenceGenerator at beam 5: the encoder output kept one row per sentence (its five
+    hypotheses read it together, nothing copied at a step) gives the hypotheses and scores of a source
+    copied for every hypothesis at every step, as encoders do in fairseq."""
+    from fairseq.sequence_generator import SequenceGenerator
+
+    from xlm_fairseq.models.fairseq_interfaces import XLMEncoder
+
+    class EveryRowEncoder(XLMEncoder):  # fairseq's way: every entry follows the order, row by row
+        def reorder_encoder_out(self, encoder_out, new_order):
+            return {k: [t.index_select(0, new_order) for t in v] for k, v in encoder_out.items()}
+
+    model, d, net_input = _translation_model(eos_bias)
+    results = []
+    for encoder in (model.encoder, EveryRowEncoder(d, model.encoder.transformer)):
+        model.encoder = encoder
+        generator = SequenceGenerator([model], d, beam_size=5, max_len_a=1.3, max_len_b=5)
+        results.append(generator.generate([model], {"net_input": net_input}))
+    grouped, every_row = results
+    for ours, plain in zip(grouped, every_row):
+        assert [h["tokens"].tolist() for h in ours] == [h["tokens"].tolist() for h in plain]
+        for a, b in zip(ours, plain):
+            assert torch.allclose(a["positional_scores"], b["positional_scores"], atol=1e-5)
+    lengths = {len(h[0]["tokens"]) for h in grouped}
+    assert len(lengths) > 1 if eos_bias > 0 else lengths == {19}  # 19: the limit, 18 words + </s>
+
+
+def test_reordering_keeps_one_source_row_per_sentence_while_it_can():
+    model, d, net_input = _translation_model(0.0)
+    encoder = model.encoder
+    out = encoder(net_input["src_tokens"], src_langs=net_input["src_langs"], tgt_langs=net_input["tgt_langs"])
+    source = out["encoder_out"][0]
+    beams = encoder.reorder_encoder_out(out, torch.arange(24).repeat_interleave(5))  # SequenceGenerator's start
+    assert beams["group"] == [5] and beams["encoder_out"][0] is source and beams["tgt_langs"][0].numel() == 120
+    within = torch.arange(120).view(24, 5)[:, [0, 0, 1, 3, 3]].reshape(-1)  # hypotheses reordered in their beams
+    kept = encoder.reorder_encoder_out(beams, within)
+    assert kept["group"] == [5] and kept["encoder_out"][0] is source
+    left = encoder.reorder_encoder_out(kept, torch.arange(120).view(24, 5)[[2, 7, 8]].reshape(-1))  # 3 sentences
+    assert left["group"] == [5] and torch.equal(left["encoder_out"][0], source[[2, 7, 8]])
+    assert torch.equal(left["encoder_padding_mask"][0], out["encoder_padding_mask"][0][[2, 7, 8]])
+    mixed = torch.tensor([0, 5, 10, 1, 2, 3, 4, 14, 6, 7, 8, 9, 11, 12, 13])  # hypotheses move between sentences
+    rows = encoder.reorder_encoder_out(left, mixed)
+    assert rows["group"] == [1] and torch.equal(rows["encoder_out"][0], left["encoder_out"][0][mixed // 5])

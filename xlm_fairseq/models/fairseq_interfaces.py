@@ -2,6 +2,7 @@
 
 from typing import Dict, List, Optional
 
+import torch
 from fairseq.models import FairseqEncoder, FairseqIncrementalDecoder
 from torch import Tensor
 
@@ -35,7 +36,26 @@ class XLMEncoder(FairseqEncoder):
         }
 
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order):
-        return {k: [t.index_select(0, new_order) for t in v] for k, v in encoder_out.items()}
+        """Rows ``new_order`` of the decoder's batch. fairseq's generators repeat each sentence for its
+        beam and then reorder hypotheses within sentences, so the source stays one row per sentence,
+        read by ``group`` consecutive rows (the encoder-decoder attention reads it once for them all):
+        no copy of B x beam sources at every step. An order of any other kind gets a source per row."""
+        source, padding_mask = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
+        n, group = source.size(0), encoder_out.get("group", [1])[0]
+        sentences = new_order // group  # of each new row
+        new_group = group if group > 1 else new_order.numel() // n
+        grouped = new_group > 0 and new_order.numel() % new_group == 0
+        if grouped:
+            by_group = sentences.view(-1, new_group)
+            grouped = bool(by_group.eq(by_group[:, :1]).all())
+        if grouped:
+            sentences, group = sentences[::new_group], new_group
+        else:
+            group = 1
+        if not (sentences.numel() == n and torch.equal(sentences, torch.arange(n, device=sentences.device))):
+            source, padding_mask = source.index_select(0, sentences), padding_mask.index_select(0, sentences)
+        langs = [t.index_select(0, new_order) for t in encoder_out["tgt_langs"]]
+        return {"encoder_out": [source], "encoder_padding_mask": [padding_mask], "tgt_langs": langs, "group": [group]}
 
     def max_positions(self):
         return self.transformer.max_positions
