@@ -204,6 +204,33 @@ def test_cpu_dropout_keeps_expectation_and_routes_gradient():
     assert torch.all((lanes - 0.5).abs() < 0.03), lanes
 
 
+def _translation_model(eos_bias):
+    """A tiny translation model whose </s> is ``eos_bias`` more likely, and 24 sources (a third padded)."""
+    from fairseq.data import Dictionary
+
+    from xlm_fairseq.models.fairseq_interfaces import XLMDecoder, XLMEncoder
+    from xlm_fairseq.models.xlm import XLMModel
+
+    d = Dictionary()
+    for i in range(46):
+        d.add_symbol(f"w{i}")
+    model = XLMModel(None, XLMEncoder(d, _stack(with_output=False)), XLMDecoder(d, _stack(is_decoder=True))).eval()
+    with torch.no_grad():  # how likely </s> is
+        model.decoder.transformer.pred_layer.proj.bias[d.eos()] = eos_bias
+    torch.manual_seed(3)
+    src = torch.randint(4, 50, (24, 10))
+    src[:, 0] = src[:, -1] = d.eos()
+    src[::3, 6] = d.eos()
+    src[::3, 7:] = d.pad()  # a third are shorter: right padding
+    net_input = {
+        "src_tokens": src,
+        "src_lengths": src.ne(d.pad()).sum(1),
+        "src_langs": torch.zeros(24, dtype=torch.long),
+        "tgt_langs": torch.full((24,), 2),
+    }
+    return model, d, net_input
+
+
 @pytest.mark.parametrize(
     "eos_bias,min_len,lengths_seen",
     [(1.6, 1, {19}), (3.0, 1, {3, 5}), (4.0, 1, {2}), (4.0, 0, {1}), (-0.2, 0, {1, 19})],
@@ -214,31 +241,13 @@ def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, min_len
     words of fairseq's SequenceGenerator at beam 1 for a whole batch, also where sentences end at
     different steps, where the length limit forces </s> and where </s> comes first (XLM's empty
     translation; fairseq's --min-len 1 forbids it)."""
-    from fairseq.data import Dictionary
     from fairseq.sequence_generator import SequenceGenerator
 
     from xlm_fairseq.generation import generate_greedy
-    from xlm_fairseq.models.fairseq_interfaces import XLMDecoder, XLMEncoder
-    from xlm_fairseq.models.xlm import XLMModel
 
-    d = Dictionary()
-    for i in range(46):
-        d.add_symbol(f"w{i}")
-    model = XLMModel(None, XLMEncoder(d, _stack(with_output=False)), XLMDecoder(d, _stack(is_decoder=True))).eval()
-    with torch.no_grad():  # how likely </s> is: never (the limit forces it), mid-batch, at once
-        model.decoder.transformer.pred_layer.proj.bias[d.eos()] = eos_bias
-    torch.manual_seed(3)
-    src = torch.randint(4, 50, (24, 10))
-    src[:, 0] = d.eos()
-    src[:, -1] = d.eos()
-    src[::3, 6] = d.eos()
-    src[::3, 7:] = d.pad()  # a third are shorter: right padding
-    net_input = {
-        "src_tokens": src,
-        "src_lengths": src.ne(d.pad()).sum(1),
-        "src_langs": torch.zeros(24, dtype=torch.long),
-        "tgt_langs": torch.full((24,), 2),
-    }
+    # how likely </s> is: never (the limit forces it), mid-batch, at once
+    model, d, net_input = _translation_model(eos_bias)
+    src = net_input["src_tokens"]
     hypos = SequenceGenerator([model], d, beam_size=1, max_len_a=1.3, max_len_b=5, min_len=min_len).generate(
         [model], {"net_input": net_input}
     )
@@ -321,32 +330,6 @@ def test_arch_builds_a_model_of_xlms_size(argv, dims, tmp_path):
     for stack, layers in ((model.encoder.transformer, enc_layers), (model.decoder.transformer, dec_layers)):
         assert len(stack.attentions) == layers
         assert {a.n_heads for a in stack.attentions} == {heads}
-
-
-def _translation_model(eos_bias):
-    from fairseq.data import Dictionary
-
-    from xlm_fairseq.models.fairseq_interfaces import XLMDecoder, XLMEncoder
-    from xlm_fairseq.models.xlm import XLMModel
-
-    d = Dictionary()
-    for i in range(46):
-        d.add_symbol(f"w{i}")
-    model = XLMModel(None, XLMEncoder(d, _stack(with_output=False)), XLMDecoder(d, _stack(is_decoder=True))).eval()
-    with torch.no_grad():  # how likely </s> is
-        model.decoder.transformer.pred_layer.proj.bias[d.eos()] = eos_bias
-    torch.manual_seed(3)
-    src = torch.randint(4, 50, (24, 10))
-    src[:, 0] = src[:, -1] = d.eos()
-    src[::3, 6] = d.eos()
-    src[::3, 7:] = d.pad()  # a third are shorter: right padding
-    net_input = {
-        "src_tokens": src,
-        "src_lengths": src.ne(d.pad()).sum(1),
-        "src_langs": torch.zeros(24, dtype=torch.long),
-        "tgt_langs": torch.full((24,), 2),
-    }
-    return model, d, net_input
 
 
 @pytest.mark.parametrize("eos_bias", [2.2, -5.0])  # sentences finish at different steps; all run to the limit
