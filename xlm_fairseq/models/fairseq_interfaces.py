@@ -44,12 +44,9 @@ class XLMEncoder(FairseqEncoder):
         n, group = source.size(0), encoder_out.get("group", [1])[0]
         sentences = new_order // group  # of each new row
         new_group = group if group > 1 else new_order.numel() // n
-        grouped = new_group > 0 and new_order.numel() % new_group == 0
-        if grouped:
-            by_group = sentences.view(-1, new_group)
-            grouped = bool(by_group.eq(by_group[:, :1]).all())
-        if grouped:
-            sentences, group = sentences[::new_group], new_group
+        by_group = sentences.view(-1, new_group) if new_group and new_order.numel() % new_group == 0 else None
+        if by_group is not None and bool(by_group.eq(by_group[:, :1]).all()):
+            sentences, group = by_group[:, 0], new_group
         else:
             group = 1
         if not (sentences.numel() == n and torch.equal(sentences, torch.arange(n, device=sentences.device))):

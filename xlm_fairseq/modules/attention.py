@@ -61,7 +61,7 @@ class KVCache:
         rows = next(iter(self.steps.values()))[0].size(0)
         for i, (k, v) in self.steps.items():
             spare = self.spare.get(i)
-            if spare is None or spare[0].size(0) < order.numel() or spare[0].size(2) != k.size(2):
+            if spare is None or spare[0].size(0) < order.numel():  # (growing the buffers drops the spare)
                 spare = (torch.empty_like(k[: order.numel()]), torch.empty_like(v[: order.numel()]))
             spare = tuple(buf[: order.numel()] for buf in spare)
             for old, new in zip((k, v), spare):
