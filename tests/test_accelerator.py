@@ -154,11 +154,11 @@ class HostSyncs(TorchDispatchMode):
 def test_no_host_sync_per_forward_or_decoding_step():
     """On an accelerator the forward never waits for the device; greedy decoding asks once per
     GREEDY_SYNC_EVERY steps whether every sentence has finished."""
-    from test_model import _stack
+    from tiny_models import tiny_stack
 
     from xlm_fairseq.generation import GREEDY_SYNC_EVERY, generate_greedy
 
-    encoder, decoder = _stack().eval().to("meta"), _stack(is_decoder=True).eval().to("meta")
+    encoder, decoder = tiny_stack().eval().to("meta"), tiny_stack(is_decoder=True).eval().to("meta")
     tokens = torch.randint(4, 50, (6, 12)).to("meta")
     langs = torch.zeros(6, dtype=torch.long, device="meta")
     with HostSyncs() as syncs:

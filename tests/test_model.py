@@ -2,31 +2,13 @@
 
 import pytest
 import torch
+from tiny_models import tiny_stack
 
 import xlm_fairseq  # noqa: F401  (registers the plugin)
-from xlm_fairseq.modules.transformer import XLMTransformer
-
-
-def _stack(is_decoder=False, n_langs=3, **kw):
-    torch.manual_seed(0)
-    m = XLMTransformer(
-        n_words=50,
-        pad_index=1,
-        n_langs=n_langs,
-        dim=32,
-        n_layers=2,
-        n_heads=4,
-        ffn_dim=64,
-        dropout=0.0,
-        attention_dropout=0.0,
-        is_decoder=is_decoder,
-        **kw,
-    )
-    return m.eval()
 
 
 def test_causal_lm_never_sees_the_future():
-    m = _stack()
+    m = tiny_stack()
     x = torch.randint(4, 50, (2, 12))
     out = m(x, langs=torch.tensor([0, 2]), causal=True)
     for t in range(11):
@@ -44,17 +26,17 @@ def test_causal_lm_never_sees_the_future():
 
 
 def test_language_embedding_changes_output_and_can_be_off():
-    m = _stack()
+    m = tiny_stack()
     x = torch.randint(4, 50, (1, 6))
     assert not torch.allclose(m(x, langs=torch.tensor([0])), m(x, langs=torch.tensor([1])))
-    off = _stack(use_lang_emb=False)
+    off = tiny_stack(use_lang_emb=False)
     assert not hasattr(off, "lang_embeddings")
     assert torch.allclose(off(x, langs=torch.tensor([0])), off(x, langs=torch.tensor([1])))
-    assert not hasattr(_stack(n_langs=1), "lang_embeddings"), "XLM: one language, no language embedding"
+    assert not hasattr(tiny_stack(n_langs=1), "lang_embeddings"), "XLM: one language, no language embedding"
 
 
 def test_padding_does_not_change_real_positions():
-    m = _stack()
+    m = tiny_stack()
     x = torch.randint(4, 50, (1, 7))
     padded = torch.cat([x, torch.full((1, 3), 1)], dim=1)
     a, b = m(x, langs=torch.tensor([1])), m(padded, langs=torch.tensor([1]))
@@ -63,7 +45,7 @@ def test_padding_does_not_change_real_positions():
 
 
 def test_output_layer_is_tied_with_own_bias():
-    m = _stack()
+    m = tiny_stack()
     assert m.pred_layer.proj.weight is m.embeddings.weight
     h = torch.randn(5, 32)
     with torch.no_grad():
@@ -77,7 +59,7 @@ def test_output_layer_is_tied_with_own_bias():
 def test_embedding_layer_norm_has_xlms_epsilon():
     """XLM's LayerNorm eps is 1e-12, not torch's 1e-5: an input of variance 1e-8 still comes out with
     unit variance (with 1e-5 it would shrink a thousandfold), as in the checkpoints XLM trained."""
-    m = _stack()
+    m = tiny_stack()
     x = 1e-4 * torch.randn(4, 32)
     for norm in (m.layer_norm_emb, m.layer_norm1[0], m.layer_norm2[1]):
         y = norm(x)
@@ -89,7 +71,7 @@ def test_incremental_decoding_matches_full_forward(capacity):
     """Step by step through a KVCache (capacity 2: its buffers grow twice) equals one causal pass."""
     from xlm_fairseq.modules.attention import KVCache
 
-    enc, dec = _stack(), _stack(is_decoder=True)
+    enc, dec = tiny_stack(), tiny_stack(is_decoder=True)
     src = torch.randint(4, 50, (3, 9))
     src[2, 6:] = 1  # padding in the source
     src_enc = enc(src, langs=torch.tensor([0, 0, 0]))
@@ -135,7 +117,7 @@ def test_attention_equals_the_formula(case, path):
     """Attention runs through torch's scaled_dot_product_attention, or in CPU training with attention
     dropout through the written-out maths with the cheaper mask: the same numbers as the formula either
     way (a dropout below 1/131072 rounds to keeping every weight, so the dropout path can be compared)."""
-    mha = _stack(is_decoder=True).attentions[0]
+    mha = tiny_stack(is_decoder=True).attentions[0]
     if path == "cpu-dropout":
         mha.dropout = 1e-7
         mha.train()
@@ -204,70 +186,6 @@ def test_cpu_dropout_keeps_expectation_and_routes_gradient():
     assert torch.all((lanes - 0.5).abs() < 0.03), lanes
 
 
-def _translation_model(eos_bias):
-    """A tiny translation model whose </s> is ``eos_bias`` more likely, and 24 sources (a third padded)."""
-    from fairseq.data import Dictionary
-
-    from xlm_fairseq.models.fairseq_interfaces import XLMDecoder, XLMEncoder
-    from xlm_fairseq.models.xlm import XLMModel
-
-    d = Dictionary()
-    for i in range(46):
-        d.add_symbol(f"w{i}")
-    model = XLMModel(None, XLMEncoder(d, _stack(with_output=False)), XLMDecoder(d, _stack(is_decoder=True))).eval()
-    with torch.no_grad():  # how likely </s> is
-        model.decoder.transformer.pred_layer.proj.bias[d.eos()] = eos_bias
-    torch.manual_seed(3)
-    src = torch.randint(4, 50, (24, 10))
-    src[:, 0] = src[:, -1] = d.eos()
-    src[::3, 6] = d.eos()
-    src[::3, 7:] = d.pad()  # a third are shorter: right padding
-    net_input = {
-        "src_tokens": src,
-        "src_lengths": src.ne(d.pad()).sum(1),
-        "src_langs": torch.zeros(24, dtype=torch.long),
-        "tgt_langs": torch.full((24,), 2),
-    }
-    return model, d, net_input
-
-
-@pytest.mark.parametrize(
-    "eos_bias,min_len,lengths_seen",
-    [(1.6, 1, {19}), (3.0, 1, {3, 5}), (4.0, 1, {2}), (4.0, 0, {1}), (-0.2, 0, {1, 19})],
-)
-@pytest.mark.parametrize("shrink", [True, False])  # CPU's path, and an accelerator's (the batch keeps its shape)
-def test_greedy_generation_equals_sequence_generator_at_beam_1(eos_bias, min_len, lengths_seen, shrink):
-    """Back-translation's own greedy loop (preallocated cache, finished sentences dropped) gives the
-    words of fairseq's SequenceGenerator at beam 1 for a whole batch, also where sentences end at
-    different steps, where the length limit forces </s> and where </s> comes first (XLM's empty
-    translation; fairseq's --min-len 1 forbids it)."""
-    from fairseq.sequence_generator import SequenceGenerator
-
-    from xlm_fairseq.generation import generate_greedy
-
-    # how likely </s> is: never (the limit forces it), mid-batch, at once
-    model, d, net_input = _translation_model(eos_bias)
-    src = net_input["src_tokens"]
-    hypos = SequenceGenerator([model], d, beam_size=1, max_len_a=1.3, max_len_b=5, min_len=min_len).generate(
-        [model], {"net_input": net_input}
-    )
-    encoder_out = model.encoder(src, src_langs=net_input["src_langs"])
-    tokens, lengths = generate_greedy(
-        model.decoder.transformer,
-        encoder_out["encoder_out"][0],
-        encoder_out["encoder_padding_mask"][0],
-        net_input["tgt_langs"],
-        int(1.3 * 10 + 5),
-        d.eos(),
-        min_len=min_len,
-        shrink=shrink,
-    )
-    assert all(row[n:].eq(d.pad()).all() for row, n in zip(tokens, lengths.tolist()))
-    ours = [t[:n] for t, n in zip(tokens, lengths.tolist())]
-    assert [t.tolist() for t in ours] == [h[0]["tokens"].tolist() for h in hypos]
-    assert {len(t) for t in ours} == lengths_seen  # 19: the limit, 18 words + </s>; 1: an empty sentence
-
-
 def test_every_registered_name_is_the_plugins():
     from fairseq.criterions import CRITERION_REGISTRY
     from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY
@@ -330,49 +248,3 @@ def test_arch_builds_a_model_of_xlms_size(argv, dims, tmp_path):
     for stack, layers in ((model.encoder.transformer, enc_layers), (model.decoder.transformer, dec_layers)):
         assert len(stack.attentions) == layers
         assert {a.n_heads for a in stack.attentions} == {heads}
-
-
-@pytest.mark.parametrize("eos_bias", [2.2, -5.0])  # sentences finish at different steps; all run to the limit
-def test_beam_search_with_one_source_row_per_sentence_equals_a_row_per_hypothesis(eos_bias):
-    """fairseq's SequenceGenerator at beam 5: the encoder output kept one row per sentence (its five
-    hypotheses read it together, nothing copied at a step) gives the hypotheses and scores of a source
-    copied for every hypothesis at every step, as encoders do in fairseq."""
-    from fairseq.sequence_generator import SequenceGenerator
-
-    from xlm_fairseq.models.fairseq_interfaces import XLMEncoder
-
-    class EveryRowEncoder(XLMEncoder):  # fairseq's way: every entry follows the order, row by row
-        def reorder_encoder_out(self, encoder_out, new_order):
-            return {k: [t.index_select(0, new_order) for t in v] for k, v in encoder_out.items()}
-
-    model, d, net_input = _translation_model(eos_bias)
-    results = []
-    for encoder in (model.encoder, EveryRowEncoder(d, model.encoder.transformer)):
-        model.encoder = encoder
-        generator = SequenceGenerator([model], d, beam_size=5, max_len_a=1.3, max_len_b=5)
-        results.append(generator.generate([model], {"net_input": net_input}))
-    grouped, every_row = results
-    for ours, plain in zip(grouped, every_row):
-        assert [h["tokens"].tolist() for h in ours] == [h["tokens"].tolist() for h in plain]
-        for a, b in zip(ours, plain):
-            assert torch.allclose(a["positional_scores"], b["positional_scores"], atol=1e-5)
-    lengths = {len(h[0]["tokens"]) for h in grouped}
-    assert len(lengths) > 1 if eos_bias > 0 else lengths == {19}  # 19: the limit, 18 words + </s>
-
-
-def test_reordering_keeps_one_source_row_per_sentence_while_it_can():
-    model, d, net_input = _translation_model(0.0)
-    encoder = model.encoder
-    out = encoder(net_input["src_tokens"], src_langs=net_input["src_langs"], tgt_langs=net_input["tgt_langs"])
-    source = out["encoder_out"][0]
-    beams = encoder.reorder_encoder_out(out, torch.arange(24).repeat_interleave(5))  # SequenceGenerator's start
-    assert beams["group"] == [5] and beams["encoder_out"][0] is source and beams["tgt_langs"][0].numel() == 120
-    within = torch.arange(120).view(24, 5)[:, [0, 0, 1, 3, 3]].reshape(-1)  # hypotheses reordered in their beams
-    kept = encoder.reorder_encoder_out(beams, within)
-    assert kept["group"] == [5] and kept["encoder_out"][0] is source
-    left = encoder.reorder_encoder_out(kept, torch.arange(120).view(24, 5)[[2, 7, 8]].reshape(-1))  # 3 sentences
-    assert left["group"] == [5] and torch.equal(left["encoder_out"][0], source[[2, 7, 8]])
-    assert torch.equal(left["encoder_padding_mask"][0], out["encoder_padding_mask"][0][[2, 7, 8]])
-    mixed = torch.tensor([0, 5, 10, 1, 2, 3, 4, 14, 6, 7, 8, 9, 11, 12, 13])  # hypotheses move between sentences
-    rows = encoder.reorder_encoder_out(left, mixed)
-    assert rows["group"] == [1] and torch.equal(rows["encoder_out"][0], left["encoder_out"][0][mixed // 5])

@@ -32,7 +32,7 @@ from xlm_fairseq.data import ObjectiveZipDataset
 from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, add_langs, cut_to_positions
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.evaluation.bleu import batch_bleu_stats, reduce_bleu
-from xlm_fairseq.generation import generate_greedy
+from xlm_fairseq.generation import XLMSequenceGenerator, generate_greedy
 from xlm_fairseq.objectives import MAX_DRAWS_PER_FAMILY, Objective, bare_model, lambda_schedule
 from xlm_fairseq.tasks import register_task_replacing
 from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
@@ -71,15 +71,9 @@ class TranslationLMConfig(XLMTaskConfig):
             "bleu_mean and bleu_tok_mean (e.g. for --best-checkpoint-metric)"
         },
     )
-    eval_bleu_print_samples: bool = field(
-        default=False, metadata={"help": "log one hypothesis/reference per direction"}
-    )
-    source_lang: Optional[str] = field(
-        default=None, metadata={"help": "generation source language", "argparse_alias": "-s"}
-    )
-    target_lang: Optional[str] = field(
-        default=None, metadata={"help": "generation target language", "argparse_alias": "-t"}
-    )
+    eval_bleu_print_samples: bool = field(default=False, metadata={"help": "log a hypothesis/reference per direction"})
+    source_lang: Optional[str] = field(default=None, metadata={"help": "source language", "argparse_alias": "-s"})
+    target_lang: Optional[str] = field(default=None, metadata={"help": "target language", "argparse_alias": "-t"})
 
 
 @register_task_replacing("translation_lm", dataclass=TranslationLMConfig)
@@ -230,6 +224,12 @@ class TranslationLMTask(XLMTask):
             constraints=constraints,
         )
         return LangTagDataset(pair, self.lang2id[self.cfg.source_lang], self.lang2id[self.cfg.target_lang])
+
+    def build_generator(self, models, args, seq_gen_cls=None, extra_gen_cls_kwargs=None, **kwargs):
+        # fairseq's generator, with its plain beam search run by our own loop (generation.py)
+        if seq_gen_cls is None and not getattr(args, "print_alignment", False):
+            seq_gen_cls = XLMSequenceGenerator
+        return super().build_generator(models, args, seq_gen_cls, extra_gen_cls_kwargs, **kwargs)
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         # fairseq-interactive rebuilds net_input from src_tokens/src_lengths only: restore the
