@@ -134,6 +134,7 @@ def beam_search(
     finalized: List[List[Dict[str, Tensor]]] = [[] for _ in range(bsz)]
     sentence_of = list(range(bsz))  # batch row -> the sentence it decodes
     cand_offsets = torch.arange(cand_size, device=device)
+    row_offsets = torch.arange(bsz, device=device)[:, None] * beam  # each sentence's first hypothesis row
     cache = KVCache(capacity=max_len + 1)
     output_weight, output_bias = padded_output_layer(decoder)
     n_words = decoder.pred_layer.proj.out_features
@@ -163,10 +164,11 @@ def beam_search(
         if vocab > n_words:  # only a hypothesis whose every score is -inf (NaN logits) goes on with a -inf word:
             cand_words.masked_fill_(cand_words.ge(n_words), pad)  # <pad> then, not a padding word, as fairseq may
         ends = cand_words.eq(eos) & cand_scores.ne(-math.inf)
+        ending = ends[:, :beam]  # only the first `beam` candidates may finish
         done: List[int] = []
-        if ends[:, :beam].any():
-            rows = (cand_beams[:, :beam] + torch.arange(bsz, device=device)[:, None] * beam)[ends[:, :beam]]
-            done = _finalize(step, rows, cand_scores[:, :beam][ends[:, :beam]], tokens, scores, beam, eos,
+        if ending.any():
+            rows = (cand_beams[:, :beam] + row_offsets)[ending]
+            done = _finalize(step, rows, cand_scores[:, :beam][ending], tokens, scores, beam, eos,
                              sentence_of, finalized, max_len, normalize_scores, len_penalty)  # fmt: skip
         if len(done) == bsz:
             break
@@ -182,11 +184,12 @@ def beam_search(
             langs = langs.view(bsz, beam)[kept].view(-1)
             sentence_of = [sentence_of[i] for i in kept.tolist()]
             bsz = kept.numel()
+            row_offsets = row_offsets[:bsz]
         # the first `beam` candidates not ending here go on; there are always that many (see the vocabulary
         # size in XLMSequenceGenerator.runs_own_loop: fairseq's cands_to_ignore stays empty)
         active = torch.topk(ends.long() * cand_size + cand_offsets[: ends.size(1)], beam, largest=False)[1]
         parents = cand_beams.gather(1, active)
-        rows = (parents + torch.arange(bsz, device=device)[:, None] * beam).view(-1)
+        rows = (parents + row_offsets).view(-1)
         tokens[:, : step + 1] = tokens[:, : step + 1].index_select(0, rows)
         tokens.view(bsz, beam, -1)[:, :, step + 1] = cand_words.gather(1, active)
         if step > 0:
