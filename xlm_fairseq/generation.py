@@ -173,8 +173,9 @@ def beam_search(
         if len(done) == bsz:
             break
         assert step < max_len
-        kept = torch.arange(bsz, device=device)
+        cache_offsets = row_offsets  # the cache keeps the batch's rows until it is reordered below
         if done:  # finished sentences leave the batch
+            kept = torch.arange(bsz, device=device)
             kept = kept[~torch.isin(kept, torch.tensor(done, device=device))]
             ends, cand_beams, cand_words = ends[kept], cand_beams[kept], cand_words[kept]
             cand_scores = cand_scores[kept]
@@ -184,7 +185,7 @@ def beam_search(
             langs = langs.view(bsz, beam)[kept].view(-1)
             sentence_of = [sentence_of[i] for i in kept.tolist()]
             bsz = kept.numel()
-            row_offsets = row_offsets[:bsz]
+            cache_offsets, row_offsets = row_offsets[kept], row_offsets[:bsz]
         # the first `beam` candidates not ending here go on; there are always that many (see the vocabulary
         # size in XLMSequenceGenerator.runs_own_loop: fairseq's cands_to_ignore stays empty)
         active = torch.topk(ends.long() * cand_size + cand_offsets[: ends.size(1)], beam, largest=False)[1]
@@ -195,8 +196,7 @@ def beam_search(
         if step > 0:
             scores[:, :step] = scores[:, :step].index_select(0, rows)
         scores.view(bsz, beam, -1)[:, :, step] = cand_scores.gather(1, active)
-        # the cache still has the rows of the batch before sentences left
-        cache.select((parents + kept[:, None] * beam).view(-1))
+        cache.select((parents + cache_offsets).view(-1))
     for sentence, hypos in enumerate(finalized):  # best first, ordered as fairseq orders them
         order = torch.sort(torch.tensor([float(h["score"].item()) for h in hypos]), descending=True)[1]
         finalized[sentence] = [hypos[i] for i in order]
