@@ -91,6 +91,47 @@ def test_reordering_keeps_one_source_row_per_sentence_while_it_can():
     assert rows["group"] == [1] and torch.equal(rows["encoder_out"][0], left["encoder_out"][0][mixed // 5])
 
 
+@torch.inference_mode()
+def test_beam_cache_follows_the_hypotheses_without_moving_their_keys():
+    """A beam search's cache (BeamKVCache: each step's keys stay where they were computed, each hypothesis
+    sees its ancestors' only) gives the decoder outputs of KVCache, which copies every hypothesis' steps
+    after it: beams reordered within their sentences at every step, and sentences leaving twice."""
+    from tiny_models import tiny_stack
+
+    from xlm_fairseq.modules.attention import BeamKVCache, KVCache
+
+    sentences, beam, steps = 6, 3, 8
+    enc, dec = tiny_stack(), tiny_stack(is_decoder=True)
+    src = torch.randint(4, 50, (sentences, 9))
+    src[2, 6:] = 1  # padding in the source
+    src_enc = enc(src, langs=torch.zeros(sentences, dtype=torch.long))
+    caches = (KVCache(2), BeamKVCache(beam, capacity=steps))
+    generator = torch.Generator().manual_seed(1)
+    alive = torch.arange(sentences)
+    for step in range(steps):
+        tokens = torch.randint(4, 50, (alive.numel() * beam, 1), generator=generator)
+        copied, read_in_place = (
+            dec(
+                tokens,
+                langs=torch.tensor(2),
+                causal=True,
+                src_enc=src_enc[alive],
+                src_padding_mask=src[alive].eq(1),
+                cache=cache,
+            )  # fmt: skip
+            for cache in caches
+        )
+        assert torch.allclose(copied, read_in_place, atol=1e-5), step
+        parents = torch.randint(0, beam, (alive.numel(), beam), generator=generator)
+        kept = torch.arange(alive.numel())
+        if step in (2, 5):  # sentences leave: the first and the second-to-last
+            kept = kept[[i for i in range(alive.numel()) if i not in (0, alive.numel() - 2)]]
+        for cache in caches:
+            cache.select((parents[kept] + kept[:, None] * beam).view(-1))
+        alive = alive[kept]
+    assert alive.tolist() == [2, 5]
+
+
 @pytest.mark.parametrize(
     "beam,eos_bias,options",
     [

@@ -11,7 +11,7 @@ from fairseq.sequence_generator import SequenceGenerator
 from torch import Tensor
 
 from xlm_fairseq.models.fairseq_interfaces import XLMDecoder
-from xlm_fairseq.modules.attention import KVCache
+from xlm_fairseq.modules.attention import BeamKVCache, KVCache
 from xlm_fairseq.modules.transformer import XLMTransformer
 
 GREEDY_SYNC_EVERY = 8  # decoding steps on an accelerator between two "all finished?" checks
@@ -117,10 +117,11 @@ def beam_search(
     len_penalty: float = 1.0,
 ) -> List[List[Dict[str, Tensor]]]:
     """fairseq's beam search (``SequenceGenerator`` with ``search.BeamSearch``), hypothesis for hypothesis
-    and score for score, as one loop over the decoder stack: no ensemble wrapper, incremental-state dicts
-    or per-step reordering of the source. Each sentence's ``beam`` hypotheses read its one source row
-    (``MultiHeadAttention`` groups their queries); the self-attention cache (one :class:`KVCache`, sized
-    for every step) follows the hypotheses. The rules are fairseq's: 2 x beam candidates a step, the
+    (scores equal up to float rounding), as one loop over the decoder stack: no ensemble wrapper,
+    incremental-state dicts or per-step reordering of the source. Each sentence's ``beam`` hypotheses read
+    its one source row (``MultiHeadAttention`` groups their queries); the self-attention cache (one
+    :class:`BeamKVCache`, sized for every step) follows the hypotheses by their ancestry, without moving
+    their keys and values. The rules are fairseq's: 2 x beam candidates a step, the
     first ``beam`` of them that end in ``</s>`` finished (score / length^len_penalty), the first ``beam``
     others kept; a sentence leaves once it has ``beam`` finished hypotheses, or at ``max_len``. Returns
     per sentence its hypotheses, best first, as fairseq's dicts (tokens, score, positional_scores)."""
@@ -135,7 +136,7 @@ def beam_search(
     sentence_of = list(range(bsz))  # batch row -> the sentence it decodes
     cand_offsets = torch.arange(cand_size, device=device)
     row_offsets = torch.arange(bsz, device=device)[:, None] * beam  # each sentence's first hypothesis row
-    cache = KVCache(capacity=max_len + 1)
+    cache = BeamKVCache(beam, capacity=max_len + 1)
     output_weight, output_bias = padded_output_layer(decoder)
     n_words = decoder.pred_layer.proj.out_features
     for step in range(max_len + 1):
