@@ -186,6 +186,35 @@ def test_cpu_dropout_keeps_expectation_and_routes_gradient():
     assert torch.all((lanes - 0.5).abs() < 0.03), lanes
 
 
+def test_summed_cross_entropy_is_torchs_with_its_gradient():
+    """The criterion's loss (log-probabilities turned into the gradient in place) equals
+    F.cross_entropy(..., ignore_index=pad, reduction="sum"): loss and gradients, <pad> targets ignored,
+    and the model's logits left as they were."""
+    import torch.nn.functional as F
+
+    from xlm_fairseq.modules.kernels import SummedCrossEntropy
+
+    torch.manual_seed(0)
+    hidden = torch.randn(30, 16, dtype=torch.float64, requires_grad=True)
+    weight = torch.randn(50, 16, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(0, 50, (30,))
+    target[::4] = 1  # <pad>
+    results = []
+    for loss_fn in (
+        SummedCrossEntropy.apply,
+        lambda x, t, pad: F.cross_entropy(x, t, ignore_index=pad, reduction="sum"),
+    ):
+        logits = hidden @ weight.t()
+        before = logits.detach().clone()
+        loss = loss_fn(logits, target, 1)
+        results.append((loss, *torch.autograd.grad(loss * 0.3, (hidden, weight))))
+        assert torch.equal(logits, before)
+    for ours, torchs in zip(*results):
+        assert torch.allclose(ours, torchs, atol=1e-12)
+    grad_hidden = results[0][1]
+    assert grad_hidden[::4].abs().max() == 0 and grad_hidden[1::4].abs().sum(-1).min() > 0  # <pad> rows: none
+
+
 def test_every_registered_name_is_the_plugins():
     from fairseq.criterions import CRITERION_REGISTRY
     from fairseq.models import ARCH_MODEL_REGISTRY, MODEL_REGISTRY

@@ -90,8 +90,8 @@ def test_summed_loop_returns_each_objectives_mean_times_the_first_size(lm, keys)
     got = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     expected.backward()
-    for a, p in zip(got, model.parameters()):
-        assert torch.allclose(a, p.grad, rtol=1e-4, atol=1e-7)
+    for a, p in zip(got, model.parameters()):  # float32 sums by two cross-entropy implementations: rounding
+        assert torch.allclose(a, p.grad, rtol=1e-4, atol=max(1e-7, 1e-6 * float(p.grad.abs().max())))
     model.zero_grad()
 
 

@@ -3,9 +3,10 @@ and language (``mlm_en_ppl``, ``tlm_en-de_acc``, ``bt_en-de-en_loss``, ...)."""
 
 import math
 
-import torch.nn.functional as F
 from fairseq import metrics, utils
 from fairseq.criterions import FairseqCriterion, register_criterion
+
+from xlm_fairseq.modules.kernels import SummedCrossEntropy
 
 
 def log_objective_metrics(logging_outputs, round_to=3):
@@ -43,7 +44,7 @@ class XLMCrossEntropyCriterion(FairseqCriterion):
         logits, _ = model(**sample["net_input"])
         logits, target = logits.reshape(-1, logits.size(-1)), sample["target"].reshape(-1)
         pad = self.padding_idx
-        loss_sum = F.cross_entropy(logits.float(), target, ignore_index=pad, reduction="sum")
+        loss_sum = SummedCrossEntropy.apply(logits.float(), target, pad)  # F.cross_entropy's, in less memory
         real = target.ne(pad)
         n = real.sum()
         # tensors, not Python numbers: fairseq reduces them after the step, so no objective waits
