@@ -59,20 +59,26 @@ class KVCache:
         if not self.steps:  # nothing decoded yet (and so no source projected)
             return
         rows = next(iter(self.steps.values()))[0].size(0)
-        for i, (k, v) in self.steps.items():
-            spare = self.spare.get(i)
-            if spare is None or spare[0].size(0) < order.numel():  # (growing the buffers drops the spare)
-                spare = (torch.empty_like(k[: order.numel()]), torch.empty_like(v[: order.numel()]))
-            spare = tuple(buf[: order.numel()] for buf in spare)
-            for old, new in zip((k, v), spare):
-                torch.index_select(old[:, :, : self.length], 0, order, out=new[:, :, : self.length])
-            self.steps[i], self.spare[i] = spare, (k, v)
+        self._select_steps(order)
         if order.numel() == rows:
             return
         for i, (k, v) in self.source.items():
             group = rows // k.size(0)
             sentences = order if group == 1 else order[::group] // group
             self.source[i] = (k.index_select(0, sentences), v.index_select(0, sentences))
+
+    def _select_steps(self, rows: Tensor) -> None:
+        """Keep the buffers' rows ``rows`` (dim 0): the steps stored so far are copied into the spare
+        buffers, which then swap with the current ones (no allocation, no fresh pages)."""
+        n = rows.numel()
+        for i, (k, v) in self.steps.items():
+            spare = self.spare.get(i)
+            if spare is None or spare[0].size(0) < n:  # (growing the buffers drops the spare)
+                spare = (torch.empty_like(k[:n]), torch.empty_like(v[:n]))
+            spare = tuple(buf[:n] for buf in spare)
+            for old, new in zip((k, v), spare):
+                torch.index_select(old[:, :, : self.length], 0, rows, out=new[:, :, : self.length])
+            self.steps[i], self.spare[i] = spare, (k, v)
 
     def visible(self) -> Optional[Tensor]:
         """Which of the stored steps a query may see: here all of its own row's (None)."""
@@ -131,15 +137,11 @@ class BeamKVCache(KVCache):
         parents = order.view(-1, self.beam)
         sentences = parents[:, 0] // self.beam
         parents = parents % self.beam
-        if sentences.numel() != self.ancestry.size(0):  # the steps so far are copied into the spare buffers
-            for i, (k, v) in self.steps.items():
-                spare = self.spare.get(i) or (torch.empty_like(k), torch.empty_like(v))
-                spare = tuple(buf[: sentences.numel()] for buf in spare)
-                for old, new in zip((k, v), spare):
-                    torch.index_select(old[:, :, : self.length], 0, sentences, out=new[:, :, : self.length])
-                self.steps[i], self.spare[i] = spare, (k, v)
-            for i, (k, v) in self.source.items():
-                self.source[i] = (k.index_select(0, sentences), v.index_select(0, sentences))
+        if sentences.numel() != self.ancestry.size(0):  # finished sentences leave
+            self._select_steps(sentences)
+            self.source = {
+                i: (k.index_select(0, sentences), v.index_select(0, sentences)) for i, (k, v) in self.source.items()
+            }
             self.ancestry = self.ancestry.index_select(0, sentences)
         done = self.ancestry[:, :, : self.length]
         done.copy_(done.gather(1, parents[:, :, None].expand_as(done)))
