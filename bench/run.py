@@ -33,9 +33,7 @@ too (it changes nothing else for their tasks).
 
 import argparse
 import dataclasses
-import json
 import os
-import re
 import runpy
 import shutil
 import statistics
@@ -45,6 +43,7 @@ import time
 from pathlib import Path
 
 from flops import matmul_flops  # a script's siblings: its directory is the first on sys.path
+from logs import GENERATED, compile_stats, train_windows
 from report import finish, table, versions
 from sizes import SIZES, mlm_flops_per_token, translation_flops_per_target_token
 
@@ -151,21 +150,6 @@ def prepare_data(work: Path, vocab: int) -> dict:
 
 # ---- measurements ----------------------------------------------------------------------------
 
-TRAIN_INNER = re.compile(r"\| train_inner \| (\{.*\})")
-
-
-def train_windows(log_text):
-    rows = [json.loads(m.group(1)) for m in TRAIN_INNER.finditer(log_text)]
-    return [
-        {
-            "tokens_per_s": float(r["wps"]),
-            "sentences_per_s": float(r["wps"]) * float(r["bsz"]) / float(r["wpb"]),
-            "tokens_per_update": float(r["wpb"]),
-        }
-        for r in rows
-    ]
-
-
 def measure_training(name, cmd, work, runs, save_dir=None):
     """One training process; appends {median of its windows, peak RSS} to runs[name]. A ``save_dir``
     is emptied first: fairseq would resume from the last run's checkpoint."""
@@ -181,12 +165,12 @@ def measure_training(name, cmd, work, runs, save_dir=None):
         for key in ("tokens_per_s", "sentences_per_s", "tokens_per_update")
     }
     run.update(peak_rss_mib=rss, windows=len(windows), seconds=round(seconds, 1))
+    run.update(compile_stats(text))
     runs[name].append(run)
     print(f"  {name:<28} {run['tokens_per_s']:9.1f} tok/s {run['sentences_per_s']:8.2f} sent/s "
           f"{rss:7.0f} MiB  ({len(windows)} windows, {seconds:.0f} s)", flush=True)
 
 
-GENERATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
 
 
 def measure_generation(name, cmd, work, runs, env=None):
@@ -242,6 +226,7 @@ def measure_size(size_name, size, args, flags, repeats, windows):
         # windows of about the same tokens: an update of ours trains 2 (MLM) or 3 (+TLM) objective batches
         "ours_mlm": ours_lm + ["--mlm-steps", "en,de", *steps(3)],
         "ours_mlm_tlm": ours_lm + ["--mlm-steps", "en,de,de-en", *steps(2)],
+        **({"ours_mlm_compiled": ours_lm + ["--mlm-steps", "en,de", *steps(3), "--compile"]} if args.compile else {}),
         "peer_masked_lm": [*train, str(paths["masked_lm"]), *peer_plugin, "--task", "masked_lm",
                            "--criterion", "masked_lm", "--arch", "roberta_base", *size.stack("encoder"),
                            "--max-positions", "512", "--sample-break-mode", "none", *pt, *steps(6)],
@@ -262,6 +247,8 @@ def measure_size(size_name, size, args, flags, repeats, windows):
             "--word-blanking-prob", "0.1", "--criterion", "cross_entropy", *size.peer_seq2seq(),
             "--max-source-positions", "512", "--max-target-positions", "512", *un, "--no-save"],
     }
+    if args.compile:  # its own save dir: ours' checkpoint is the one generation reads
+        unmt["ours_unmt_compiled"] = [*unmt["ours_unmt"], "--save-dir", str(ckpt / "ours_compiled"), "--compile"]
 
     runs = {}
     print("pretraining (input tokens/s)", flush=True)
@@ -271,7 +258,8 @@ def measure_size(size_name, size, args, flags, repeats, windows):
     print("unsupervised MT, AE + BT (source sentences/s)", flush=True)
     for _ in range(repeats):
         for name, cmd in unmt.items():
-            measure_training(name, cmd, work, runs, save_dir=ckpt / "ours" if name == "ours_unmt" else None)
+            save_dir = Path(cmd[cmd.index("--save-dir") + 1]) if "--save-dir" in cmd else None
+            measure_training(name, cmd, work, runs, save_dir=save_dir)
 
     # the peer for generation: a plain transformer, trained just long enough to have a checkpoint
     shutil.rmtree(ckpt / "peer", ignore_errors=True)
@@ -310,7 +298,12 @@ def measure_size(size_name, size, args, flags, repeats, windows):
         length = f["tokens_per_s"] / f["sentences_per_s"]
         return translation_flops_per_target_token(size, length) * f["tokens_per_s"]
 
+    compiled = {
+        "pretrain_compiled_ratio": ratio("ours_mlm_compiled", "peer_masked_lm", "tokens_per_s"),
+        "unmt_compiled_ratio": ratio("ours_unmt_compiled", "peer_online_backtranslation", "sentences_per_s"),
+    } if args.compile else {}
     return {
+        **compiled,
         "pretrain_ratio": ratio("ours_mlm", "peer_masked_lm", "tokens_per_s"),
         "pretrain_tlm_ratio": ratio("ours_mlm_tlm", "peer_masked_lm", "tokens_per_s"),
         "unmt_ratio": ratio("ours_unmt", "peer_online_backtranslation", "sentences_per_s"),
@@ -344,7 +337,10 @@ def main(argv=None):
     p.add_argument("--out", type=Path, default=None, help="default: bench/results/latest.json; on a GPU gpu-PREC.json")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--precision", choices=list(PRECISION_FLAGS), default="fp32", help="--fp16 / --bf16 on both sides")
+    p.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
+                   help="also run ours with --compile (MLM, UNMT); auto: on a GPU, where it pays (bench/README)")
     args = p.parse_args(argv)
+    args.compile = args.compile == "on" or (args.compile == "auto" and args.device == "cuda")
     sizes = [name.strip() for name in args.sizes.split(",") if name.strip()]
     unknown = [name for name in sizes if name not in SIZES]
     if unknown or not sizes:

@@ -212,7 +212,8 @@ class MultiHeadAttention(nn.Module):
             allowed = keys if allowed is None else allowed & keys
         if visible is not None:
             allowed = visible if allowed is None else allowed & visible
-        if self.training and self.dropout > 0 and x.device.type == "cpu":
+        # (a compiled stack's attention is torch's: the compiler cannot trace our kernel's seed)
+        if self.training and self.dropout > 0 and x.device.type == "cpu" and not torch.compiler.is_compiling():
             if is_causal:
                 allowed = torch.ones(qlen, klen, dtype=torch.bool, device=x.device).tril()[None, None]
             context = CPUAttentionWithDropout.apply(q * self.head_dim**-0.5, k, v, allowed, self.dropout)

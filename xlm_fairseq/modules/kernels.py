@@ -93,10 +93,10 @@ class CPUAttentionWithDropout(torch.autograd.Function):
 
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     """``F.dropout``; on CPU tensors the cheaper mask of :class:`CPUDropout` (GPUs keep torch's
-    fused kernel)."""
+    fused kernel, and a compiled stack the compiler's own, which it fuses with its neighbours)."""
     if not training or p == 0:
         return x
-    if x.device.type != "cpu" or p >= 1:
+    if x.device.type != "cpu" or p >= 1 or torch.compiler.is_compiling():
         return F.dropout(x, p=p, training=True)
     return CPUDropout.apply(x, p)
 

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from xlm_fairseq.modules.attention import KVCache, MultiHeadAttention
+from xlm_fairseq.modules.compiled import CompiledStack
 from xlm_fairseq.modules.kernels import dropout
 
 LAYER_NORM_EPS = 1e-12  # XLM's value; torch's default 1e-5 would change outputs of converted models
@@ -129,6 +130,11 @@ class XLMTransformer(nn.Module):
             self.ffns.append(TransformerFFN(dim, ffn_dim, dropout))
             self.layer_norm2.append(nn.LayerNorm(dim, eps=LAYER_NORM_EPS))
         self.pred_layer = PredLayer(self.embeddings) if with_output else None
+        self.compiled: Optional[CompiledStack] = None  # set by compile_stack (--compile)
+
+    def compile_stack(self, name: str, mode: str = "default") -> None:
+        """Train through ``torch.compile`` from now on (``--compile``); state dict and outputs unchanged."""
+        self.compiled = CompiledStack(self._stack, name, mode)
 
     def forward(
         self,
@@ -160,18 +166,48 @@ class XLMTransformer(nn.Module):
             raise ValueError(
                 f"sequence of {int(positions.max()) + 1} positions exceeds --max-positions {self.max_positions}"
             )
+        if langs is not None and self.use_lang_emb and langs.dim() == 1:
+            langs = langs[:, None].expand(bs, slen)
+        # --compile: training passes only; decoding (its cache a Python object) and evaluation stay eager
+        compiled = self.compiled is not None and cache is None and self.training
+        # in incremental decoding the cache holds earlier steps, which are never padding; on CPU a batch
+        # without padding drops the mask (torch's fused kernel), elsewhere, and in a compiled stack (one
+        # graph for both), it stays rather than sync
+        drop_mask = cache is not None or (on_cpu and not compiled and not padding_mask.any())
+        key_padding_mask = None if drop_mask else padding_mask
+        if compiled:  # MLM's positions are a broadcast row, TLM's a tensor: one layout, one graph
+            x = self.compiled(
+                tokens, positions.contiguous(), langs, padding_mask, key_padding_mask, causal, src_enc, src_padding_mask
+            )
+        else:
+            x = self._stack(
+                tokens, positions, langs, padding_mask, key_padding_mask, causal, src_enc, src_padding_mask, cache
+            )
+        if cache is not None:
+            cache.advance(slen)
+        return x
+
+    def _stack(
+        self,
+        tokens: Tensor,
+        positions: Tensor,
+        langs: Optional[Tensor],
+        padding_mask: Tensor,
+        key_padding_mask: Optional[Tensor],
+        causal: bool,
+        src_enc: Optional[Tensor],
+        src_padding_mask: Optional[Tensor],
+        cache: Optional[KVCache] = None,
+    ) -> Tensor:
+        """Embeddings and layers: what ``--compile`` compiles (no data-dependent branch: those are
+        settled in :meth:`forward`)."""
         x = self.embeddings(tokens) + self.position_embeddings(positions)
         if langs is not None and self.use_lang_emb:
-            if langs.dim() == 1:
-                langs = langs[:, None].expand(bs, slen)
             x = x + self.lang_embeddings(langs)
         x = self.layer_norm_emb(x)
         x = dropout(x, self.dropout, self.training)
         keep = (~padding_mask).unsqueeze(-1).type_as(x)
         x = x * keep
-        # in incremental decoding the cache holds earlier steps, which are never padding; on CPU a batch
-        # without padding drops the mask (torch's fused kernel), elsewhere it stays rather than sync
-        key_padding_mask = padding_mask if cache is None and not (on_cpu and not padding_mask.any()) else None
 
         for i in range(self.n_layers):
             attn = self.attentions[i](x, key_padding_mask, causal=causal, cache=cache, layer=i)
@@ -181,6 +217,4 @@ class XLMTransformer(nn.Module):
                 x = self.layer_norm15[i](x + dropout(attn, self.dropout, self.training))
             x = self.layer_norm2[i](x + self.ffns[i](x))
             x = x * keep
-        if cache is not None:
-            cache.advance(slen)
         return x

@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence
 
 import torch
 from fairseq.data import Dictionary, data_utils, indexed_dataset
-from fairseq.dataclass import FairseqDataclass
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask
 from omegaconf import II
 
@@ -30,6 +30,7 @@ from xlm_fairseq.data.dictionary import (
     load_data_bin_dictionary,
 )
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.modules.compiled import COMPILE_MODES
 from xlm_fairseq.objectives import ObjectiveSchedule
 
 logger = logging.getLogger(__name__)
@@ -73,6 +74,17 @@ class XLMTaskConfig(XLMDataConfig):
             "--clip-norm and LR-schedule step (XLM: --clip-norm 5); "
             "default: one update = one step on the mean of all objectives"
         },
+    )
+    compile: bool = field(
+        default=False,
+        metadata={
+            "help": "train the transformer stacks through torch.compile (each compile is logged; decoding, "
+            "back-translation and validation stay eager). Pays on a GPU, not on a few CPU cores (bench/README)"
+        },
+    )
+    compile_mode: ChoiceEnum(COMPILE_MODES) = field(
+        default="default",
+        metadata={"help": "torch.compile's mode with --compile; reduce-overhead adds CUDA graphs"},
     )
 
 
@@ -235,3 +247,10 @@ class XLMDataTask(FairseqTask):
 
 class XLMTask(ObjectiveSchedule, XLMDataTask):
     """Base of ``cross_lingual_lm`` and ``translation_lm``: a data task with objectives."""
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        if self.cfg.compile:
+            for side, stack in model.stacks().items():
+                stack.compile_stack(side, self.cfg.compile_mode)
+        return model
