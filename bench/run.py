@@ -247,8 +247,9 @@ def measure_size(size_name, size, args, flags, repeats, windows):
             "--word-blanking-prob", "0.1", "--criterion", "cross_entropy", *size.peer_seq2seq(),
             "--max-source-positions", "512", "--max-target-positions", "512", *un, "--no-save"],
     }
-    if args.compile:  # its own save dir: ours' checkpoint is the one generation reads
-        unmt["ours_unmt_compiled"] = [*unmt["ours_unmt"], "--save-dir", str(ckpt / "ours_compiled"), "--compile"]
+    if args.compile:  # in a save dir of its own: ours' checkpoint is the one generation reads
+        unmt_compiled = unmt["ours_unmt_compiled"] = [*unmt["ours_unmt"], "--compile"]
+        unmt_compiled[unmt_compiled.index("--save-dir") + 1] = str(ckpt / "ours_compiled")
 
     runs = {}
     print("pretraining (input tokens/s)", flush=True)

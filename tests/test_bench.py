@@ -4,6 +4,7 @@ training step of our model (no timings are asserted; the benchmark itself is
 `python bench/run.py --quick`)."""
 
 import importlib.util
+import json
 
 import pytest
 from conftest import ROOT, fairseq, read_optim_flags, setup_task
@@ -116,3 +117,19 @@ def test_the_translation_flop_formula_counts_what_the_model_computes(bench, data
     size = bench.dataclasses.replace(size, vocab=len(dictionary))
     expected = bench.translation_flops_per_target_token(size, length)
     assert flops / words.numel() == pytest.approx(expected, rel=0.01)
+
+
+def test_the_table_puts_compiled_runs_under_their_eager_rows(bench):
+    """A --compile run (the GPU benchmark's default) adds its rows under the eager ones, with the graphs
+    and the seconds of compiling its log gave; a run without it has none."""
+    result = json.loads((ROOT / "bench" / "results" / "latest.json").read_text())
+    size = result["sizes"]["recipes"]
+    assert "--compile" not in bench.table(size, result["matmul_gflops"])
+    figures = size["figures"]
+    figures["ours_mlm_compiled"] = dict(figures["ours_mlm"], compiled_graphs=2, compile_s=31.5)
+    figures["ours_unmt_compiled"] = dict(figures["ours_unmt"], compiled_graphs=5, compile_s=60.25)
+    text = bench.table(size, result["matmul_gflops"])
+    labels = [line.split(" | ")[0].lstrip("| ") for line in text.splitlines()[2:]]
+    assert labels[labels.index("pretraining MLM+TLM, tokens/s") + 1] == "pretraining MLM, --compile, tokens/s"
+    assert labels[labels.index("UNMT AE+BT, sentences/s") + 1] == "UNMT AE+BT, --compile, sentences/s"
+    assert "| ours_unmt_compiled: graphs compiled, seconds compiling | 5, 60.2 s |" in text

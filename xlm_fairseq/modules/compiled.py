@@ -28,7 +28,7 @@ def compile_seconds() -> float:
 
 class CompiledStack:
     """``fn`` compiled with dynamo's automatic dynamic shapes: the first batch shape compiles a static
-    graph, the first new one a graph with symbolic sizes, which then serves every later shape, so
+    graph, a new shape one whose changed sizes are symbolic (the length, later the batch rows too), so
     that varied batches (translation, TLM pairs) cost two or three compiles, not one per shape. Each
     compile is logged with the shape that caused it and the seconds spent compiling so far."""
 
