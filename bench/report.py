@@ -68,29 +68,16 @@ def table(r, matmul_gflops):
         ("peak RSS pretraining MLM, MiB", "ours_mlm", "peer_masked_lm", "peak_rss_mib", "masked_lm (roberta)"),
         ("peak RSS UNMT, MiB", "ours_unmt", "peer_online_backtranslation", "peak_rss_mib", "online_backtranslation"),
     ]  # fmt: skip
-    if "ours_mlm_compiled" in f:  # bench/run.py --compile
-        rows.insert(
-            2,
-            (
-                "pretraining MLM, --compile, tokens/s",
-                "ours_mlm_compiled",
-                "peer_masked_lm",
-                "tokens_per_s",
-                "masked_lm (roberta)",
-            ),
-        )
-        rows.insert(4, ("UNMT AE+BT, --compile, sentences/s", "ours_unmt_compiled", "peer_online_backtranslation",
-                        "sentences_per_s", "online_backtranslation"))  # fmt: skip
     out = ["| measure | ours | peer | ours/peer | peer system |", "|---|---:|---:|---:|---|"]
     for label, ours, peer, key, who in rows:
         a, b = f[ours][key], f[peer][key]
         out.append(f"| {label} | {a:.1f} | {b:.1f} | {a / b:.2f} | {who} |")
-    for name in ("ours_mlm_compiled", "ours_unmt_compiled"):
-        if name in f:
-            out.append(
-                f"| {name}: graphs compiled, seconds compiling | {f[name].get('compiled_graphs', 0):.0f}, "
-                f"{f[name].get('compile_s', 0):.1f} s | | | |"
-            )
+        compiled = f.get(f"{ours}_compiled")  # bench/run.py --compile: the same run with --compile, under it
+        if compiled is not None and key != "peak_rss_mib":
+            what, unit = label.rsplit(", ", 1)
+            out.append(f"| {what}, --compile, {unit} | {compiled[key]:.1f} | {b:.1f} | {compiled[key] / b:.2f} | "
+                       f"{who}; {compiled.get('compiled_graphs', 0):.0f} graphs, {compiled.get('compile_s', 0):.1f} "
+                       "s compiling |")  # fmt: skip
     mfu = r["mfu"]
     for label, key, who in (("MLM", "lm", "masked_lm (roberta)"), ("UNMT", "translation", "online_backtranslation")):
         out.append(

@@ -150,11 +150,11 @@ def prepare_data(work: Path, vocab: int) -> dict:
 
 # ---- measurements ----------------------------------------------------------------------------
 
-def measure_training(name, cmd, work, runs, save_dir=None):
-    """One training process; appends {median of its windows, peak RSS} to runs[name]. A ``save_dir``
+def measure_training(name, cmd, work, runs):
+    """One training process; appends {median of its windows, peak RSS} to runs[name]. Its ``--save-dir``
     is emptied first: fairseq would resume from the last run's checkpoint."""
-    if save_dir is not None:
-        shutil.rmtree(save_dir, ignore_errors=True)
+    if "--save-dir" in cmd:
+        shutil.rmtree(cmd[cmd.index("--save-dir") + 1], ignore_errors=True)
     log = work / "logs" / f"{name}.{len(runs.setdefault(name, []))}.log"
     text, rss, seconds = run_child(cmd, log)
     windows = train_windows(text)[1:]  # the first window holds the warm-up
@@ -259,8 +259,7 @@ def measure_size(size_name, size, args, flags, repeats, windows):
     print("unsupervised MT, AE + BT (source sentences/s)", flush=True)
     for _ in range(repeats):
         for name, cmd in unmt.items():
-            save_dir = Path(cmd[cmd.index("--save-dir") + 1]) if "--save-dir" in cmd else None
-            measure_training(name, cmd, work, runs, save_dir=save_dir)
+            measure_training(name, cmd, work, runs)
 
     # the peer for generation: a plain transformer, trained just long enough to have a checkpoint
     shutil.rmtree(ckpt / "peer", ignore_errors=True)
