@@ -171,8 +171,6 @@ def measure_training(name, cmd, work, runs):
           f"{rss:7.0f} MiB  ({len(windows)} windows, {seconds:.0f} s)", flush=True)
 
 
-
-
 def measure_generation(name, cmd, work, runs, env=None):
     log = work / "logs" / f"{name}.{len(runs.setdefault(name, []))}.log"
     text, rss, seconds = run_child(cmd, log, env=env)
