@@ -13,21 +13,20 @@ Runs, one per ``--inits`` entry:
   random    the classifier from random initialisation (the vocabulary and pipeline of the data-bin)
   mlm       pretrained with MLM on the en and de monolingual streams
   mlm_tlm   pretrained with MLM on them and TLM on the en-de pairs (the same sentences, aligned)
-Pretraining text (``recipes/lib/xcls_corpus.py``, ``--corpus``) has no description of a package of the
-set: none at all, or (``shared+ddtp``) those of the packages outside its topics. Each LM trains to each
-of its budgets — updates (``--pretrain-updates``) or CPU-minutes (``--lm-minutes``, counted in updates
-from the LM's speed measured alone, as ``recipes/scale.py`` does) — and is scored at each: XLM's
-perplexity, the lexicon probe, en-de sentence retrieval, and a classifier fine-tuned on English (the
-epoch of best *English* accuracy kept; ``--finetune-budgets last``: the last budget only), which
-scores German with German's language id (XLM) and with English's (``--lang-id en``). The row of best
-German accuracy (English id) is fine-tuned again with ``--seeds``; TF-IDF + logistic regression and the
-majority class are the references (``recipes/lib/xcls_baselines.py``). Details: recipes/README.md.
+Pretraining text (``recipes/lib/xcls_corpus.py``, ``--corpus``; its subwords: ``--vocab-size``) has no
+description of a package of the set: none at all, or (``shared+ddtp``) those of the packages outside its
+topics. Each LM trains to each of its budgets — updates (``--pretrain-updates``) or CPU-minutes
+(``--lm-minutes``, counted in updates from the LM's speed measured alone, as ``recipes/scale.py`` does) —
+and is scored at each: XLM's perplexity, the lexicon probe, en-de sentence retrieval, and a classifier
+fine-tuned on English (the epoch of best *English* accuracy kept; ``--finetune-budgets last``: the last
+budget only), which scores German with German's language id (XLM) and with English's (``--lang-id en``).
+The row of best German accuracy (English id) is fine-tuned again with ``--seeds``; TF-IDF + logistic
+regression and the majority class are the references (``recipes/lib/xcls_baselines.py``; recipes/README.md).
 
 On a GPU (``--device cuda``) a small model's step is bound by launches, not arithmetic: ``--jobs N`` runs N inits
 (then N seeds) side by side, ``--lm-clock time`` gives each LM its minutes of training time as they go.
 
-Results: WORK/results.{md,json} and WORK/figures/xcls.png; finished runs are skipped on a re-run
-(``--fresh`` redoes all).
+Results: WORK/results.{md,json}, WORK/figures/xcls.png; a re-run skips finished runs (``--fresh`` redoes all).
 """
 
 import json
@@ -78,8 +77,9 @@ class Recipe(Driver):
         self.args = args
         mode = "tiny" if args.tiny else "experiment" if args.experiment else "sample"
         self.p = dict({"tiny": TINY, "experiment": EXPERIMENT, "sample": SAMPLE}[mode])
-        self.default_corpus = self.p["corpus"]
-        for key in ("finetune_epochs", "finetune_lr", "inits", "seeds", "pretrain_lr", "pretrain_max_tokens", "corpus"):
+        self.default_text, mode_vocab = self.p["corpus"], self.p["vocab"]  # what a dir from before corpus.txt holds
+        for key in ("finetune_epochs", "finetune_lr", "inits", "seeds", "pretrain_lr", "pretrain_max_tokens", "corpus",
+                    "vocab"):
             if getattr(args, key) is not None:
                 self.p[key] = getattr(args, key)
         if args.pretrain_updates is not None:  # one budget or the other
@@ -97,8 +97,10 @@ class Recipe(Driver):
         if unknown:
             self.fail(f"--inits: unknown init '{unknown[0]}' (known: {', '.join(INITS)})")
         self.mode = mode
-        corpus = "" if args.corpus is None else "-" + args.corpus.replace("+", "-")  # another corpus, another dir
+        corpus = "" if args.corpus is None else "-" + args.corpus.replace("+", "-")  # another text, another dir
+        corpus += "" if args.vocab is None else f"-vocab{args.vocab}"
         self.work = Path(args.work_dir or ROOT / "runs" / f"xcls-{mode}{corpus}").resolve()
+        self.text = self.p["corpus"] + ("" if self.p["vocab"] == mode_vocab else f", vocabulary {self.p['vocab']}")
         shared = Path(args.shared_data)
         self.source = shared if self.p["corpus"].startswith("shared") else ROOT / "recipes" / "data"
         self.xcls_source = shared / "xcls" if mode == "experiment" else ROOT / "recipes" / "data" / "xcls"
@@ -133,10 +135,10 @@ class Recipe(Driver):
     def prepare(self):
         """The classification files (the random init's directory gets the data-bin's vocabulary and
         pipeline beside them), the pretraining text and its data-bin."""
-        prepared, done = self.work / "corpus.txt", (self.data / "dict.txt").exists()  # older dirs: the mode's corpus
-        made = prepared.read_text().strip() if prepared.exists() else self.default_corpus if done else None
-        if made not in (None, self.p["corpus"]):
-            self.fail(f"--corpus: {self.work} was prepared with '{made}', not '{self.p['corpus']}'; name another "
+        prepared, done = self.work / "corpus.txt", (self.data / "dict.txt").exists()  # records self.text
+        made = prepared.read_text().strip() if prepared.exists() else self.default_text if done else None
+        if made not in (None, self.text):
+            self.fail(f"--corpus/--vocab-size: {self.work} was prepared with '{made}', not '{self.text}'; name another "
                       "--work-dir, or add --fresh to redo it")  # fmt: skip
         if done:
             return
@@ -156,7 +158,7 @@ class Recipe(Driver):
                   "--para", f"train:de-en={raw}/train.de-en", "--para", f"valid:de-en={raw}/valid.de-en",
                   "--mono", f"valid:en={raw}/valid.de-en.en", "--mono", f"valid:de={raw}/valid.de-en.de"],
                  self.work / "prepare.log")  # fmt: skip
-        write_text(prepared, self.p["corpus"] + "\n")
+        write_text(prepared, self.text + "\n")
 
     def random_init_dir(self):
         """The classification files with the data-bin's vocabulary and text pipeline beside them:
@@ -275,9 +277,6 @@ class Recipe(Driver):
                       "--json", result], model_dir / f"retrieval.{checkpoint}.log")  # fmt: skip
         return json.loads(result.read_text())
 
-    def report(self, results):
-        return xcls_report.table(self.p, self.mode, results)
-
     # ---- main --------------------------------------------------------------------------
 
     def seed_spread(self, results):
@@ -339,7 +338,7 @@ class Recipe(Driver):
                                                          save / "probe_random.log", random_init=True)  # fmt: skip
         results["seeds"] = self.seed_spread(results)
         write_json(results_path, results, indent=1)
-        self.publish(self.work, self.report(results))
+        self.publish(self.work, xcls_report.table(self.p, self.mode, results))
         figure = figures.xcls(self.work, results)
         if figure is not None:
             self.log(f"figure: {figure}")
@@ -375,6 +374,8 @@ def main(argv=None):
     p.add_argument("--finetune-lr", type=float, help="peak learning rate of the fine-tuning (default 5e-4)")
     p.add_argument("--corpus", choices=CORPORA, help="pretraining text: sample (shipped manuals; default), shared "
                    "(no descriptions; --experiment's), shared+ddtp (and non-topic packages' descriptions)")  # fmt: skip
+    p.add_argument("--vocab-size", dest="vocab", type=int, metavar="N",
+                   help="subwords of the sentencepiece model of the pretraining text (default 4000; --tiny 1000)")
     p.add_argument("--work-dir", help="where everything goes (default runs/xcls-{sample,tiny,experiment})")
     p.add_argument("--shared-data", default=str(ROOT.parent / "shared" / "data"),
                    help="the shared corpora, for --experiment, --corpus shared* and the probe (default ../shared/data)")
@@ -387,10 +388,9 @@ def main(argv=None):
     need = {"shared": "en-de/docs.natural.en", "shared+ddtp": "en-de/ddtp.en"}.get(args.corpus)  # what each reads
     if need and not (Path(args.shared_data) / need).exists():
         p.error(f"--corpus {args.corpus}: {args.shared_data}/{need} not found (see --shared-data)")
-    if args.seeds is not None and args.seeds < 1:
-        p.error(f"--seeds: expected 1 or more, got {args.seeds}")
-    if args.jobs < 1:
-        p.error(f"--jobs: expected 1 or more, got {args.jobs}")
+    for name, value in (("--seeds", args.seeds), ("--jobs", args.jobs), ("--vocab-size", args.vocab)):
+        if value is not None and value < 1:
+            p.error(f"{name}: expected 1 or more, got {value}")
     if args.device == "cuda" and not __import__("torch").cuda.is_available():
         p.error("--device cuda: torch sees no GPU here (run without it for the CPU)")
     Recipe(args).main()

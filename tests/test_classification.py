@@ -9,6 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
+import sentencepiece
 import torch
 from conftest import BIN, ROOT, SAMPLE, TRAIN_ARGS, fairseq, head, json_logs, run, setup_task
 
@@ -455,14 +456,18 @@ def test_retrieval_command(pretrained, data_bin, tmp_path):
 def test_xcls_recipe_tiny(tmp_path):
     """The recipe end to end at its CI size with two LM budgets in minutes (as --experiment runs):
     the LM's speed measured, each budget scored (perplexity, probe, retrieval) and fine-tuned, the
-    best row's seeds, the table and the figure."""
+    best row's seeds, the table and the figure; a vocabulary size of its own."""
     work = tmp_path / "w"
     xcls = ["bash", ROOT / "recipes" / "xcls.sh", "--tiny", "--lm-minutes", "0.1,0.2", "--work-dir", work]
+    xcls += ["--vocab-size", "900"]
     path = {"PATH": f"{BIN}:/usr/bin:/bin"}
     run([*xcls, "--finetune-budgets", "last"], env_extra=path)  # the 0.1-min LM scored, not fine-tuned
     results = json.loads((work / "results.json").read_text())
     assert "classifier" not in results["runs"]["mlm_tlm@0.1min"] and results["seeds"] is None
     assert "| mlm_tlm | 0.1min |" in (work / "results.md").read_text()
+    assert "vocabulary 900;" in (work / "results.md").read_text()
+    assert (work / "corpus.txt").read_text() == "sample, vocabulary 900\n"  # a re-run without the option is refused
+    assert sentencepiece.SentencePieceProcessor(model_file=str(work / "data-bin" / "spm.model")).vocab_size() == 900
     kept = work / "checkpoints" / "pretrain_mlm_tlm" / "budget_0.2min.pt"
     before = kept.stat().st_mtime_ns
     # the re-run adds its classifier and the seeds (two at a time), nothing else
@@ -504,6 +509,7 @@ def test_xcls_recipe_tiny(tmp_path):
     [
         (["--size", "256"], "--size: expected DIMSxLAYERS"),
         (["--jobs", "0"], "--jobs: expected 1 or more"),
+        (["--vocab-size", "0"], "--vocab-size: expected 1 or more"),
         (["--jobs", "2", "--lm-minutes", "1"], "--jobs: LMs side by side need --lm-clock time"),
         (["--device", "cuda"], "--device cuda: torch sees no GPU"),
         (

@@ -3,6 +3,7 @@ in-domain text from the real shared DDTP files, with no package of the classific
 
 import csv
 
+import pytest
 from conftest import BIN, ROOT, SHARED, run
 
 from recipes.lib import xcls_corpus
@@ -60,12 +61,14 @@ def test_description_text_leaves_out_every_classification_package(tmp_path):
         assert not [line for line in lines if xcls_corpus.grams(xcls_corpus._key(line)) & valid][:3]
 
 
-def test_work_dir_of_another_corpus_is_refused(tmp_path):
+@pytest.mark.parametrize(
+    "args, made", [(["--corpus", "shared+ddtp"], "shared+ddtp"), (["--vocab-size", "1500"], "sample, vocabulary 1500")]
+)
+def test_work_dir_of_another_corpus_is_refused(tmp_path, args, made):
     work = tmp_path / "w"
     work.mkdir()
     (work / "corpus.txt").write_text("sample\n")
-    proc = run(
-        [BIN / "python", "-m", "recipes.xcls", "--tiny", "--corpus", "shared+ddtp", "--work-dir", work], ok=False
-    )
-    assert proc.returncode != 0 and "--corpus: " in proc.stderr and "prepared with 'sample'" in proc.stderr
+    proc = run([BIN / "python", "-m", "recipes.xcls", "--tiny", *args, "--work-dir", work], ok=False)
+    assert proc.returncode != 0 and "--corpus/--vocab-size: " in proc.stderr, proc.stderr
+    assert f"prepared with 'sample', not '{made}'" in proc.stderr
     assert sorted(p.name for p in work.iterdir()) == ["corpus.txt"]  # nothing made beside it
