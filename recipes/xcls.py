@@ -98,7 +98,7 @@ class Recipe(Driver):
             self.fail(f"--inits: unknown init '{unknown[0]}' (known: {', '.join(INITS)})")
         self.mode = mode
         corpus = "" if args.corpus is None else "-" + args.corpus.replace("+", "-")  # another text, another dir
-        corpus += "" if args.vocab is None else f"-vocab{args.vocab}"
+        corpus += "" if self.p["vocab"] == mode_vocab else f"-vocab{self.p['vocab']}"
         self.work = Path(args.work_dir or ROOT / "runs" / f"xcls-{mode}{corpus}").resolve()
         self.text = self.p["corpus"] + ("" if self.p["vocab"] == mode_vocab else f", vocabulary {self.p['vocab']}")
         shared = Path(args.shared_data)
