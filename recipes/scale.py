@@ -94,6 +94,8 @@ PRETRAIN_RUNS = {  # name: (changes, budgets in minutes)
     "mlm_only": (dict(steps="en,de"), (15,)),
     # the paper's UNMT setting on the CPU configuration: no pair seen before translation either
     "stream64_dropout0_mlm_only": (dict(stream=64, dropout=0.0, steps="en,de"), (15, 60)),
+    # the same without language embeddings: must the LM then share its states across the languages?
+    "mlm_only_no_lang_emb": (dict(stream=64, dropout=0.0, steps="en,de", lang_emb=False), (15, 60)),
     "words_only": (dict(words_only=True), (15,)),  # --mlm-words-only: ours before XLM's mask_out (#24)
 }
 QUICK_PRETRAIN = dict(dim=32, layers=1, heads=2, ffn=64, vocab=800, stream=64, batch=512, warmup=10)
@@ -271,7 +273,7 @@ class Sweep(Driver):
                 self.log(f"translate {name}: to {budget:g} min")
                 cmd = [BIN / "fairseq-train", data, "--task", "translation_lm", "--langs", ",".join(LANGS), *steps,
                        "--lambda-ae", "0:1,100000:0.1,300000:0", "--max-sentence-len", "100", *init,
-                       *model_args(dict(lm, dropout=p["dropout"])),
+                       *model_args(dict(lm, dropout=p["dropout"], lang_emb=True)),  # the decoder needs its target's
                        *train_args(save, p["lr"], p["warmup"], p["batch"], budget)]  # fmt: skip
                 self.run(cmd, save / f"stdout_{key}.log")
                 copy_file(save / "checkpoint_last.pt", kept)

@@ -62,6 +62,33 @@ def test_init_copies_the_lm_into_encoder_and_decoder_except_cross_attention(pret
     assert model.encoder.transformer.pred_layer is None  # the encoder of a translation model predicts nothing
 
 
+def test_an_lm_without_language_embeddings_starts_them_at_zero(data_bin, tmp_path):
+    """An LM pretrained with --no-lang-emb (XLM's --use_lang_emb false) initialises a translation
+    model, which needs language embeddings (its decoder is told the target language): they start at
+    zero, so the model starts computing what the LM did, and everything else is the LM's."""
+    from conftest import PRETRAIN_ARGS, setup_task
+
+    save = tmp_path / "lm"
+    fairseq("train", data_bin, *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en,de", "--no-lang-emb",
+            "--max-update", "3", "--save-dir", save)  # fmt: skip
+    lm = torch.load(save / "checkpoint_last.pt")["model"]
+    assert not any("lang_embeddings" in k for k in lm)
+    task, cfg = setup_task(data_bin, "translation_lm", "--langs", "en,de", "--mt-steps", "en-de",
+                           "--pretrained-xlm-checkpoint", save / "checkpoint_last.pt")  # fmt: skip
+    model = task.build_model(cfg.model).eval()
+    for side in (model.encoder, model.decoder):
+        assert side.transformer.lang_embeddings.weight.abs().sum() == 0
+        assert torch.equal(side.transformer.embeddings.weight, lm["encoder.transformer.embeddings.weight"])
+    tokens = torch.tensor([[0, 10, 11, 12, 2]])
+    lm_task, lm_cfg = setup_task(data_bin, "cross_lingual_lm", "--langs", "en,de", "--no-lang-emb")
+    reference = lm_task.build_model(lm_cfg.model).eval()
+    reference.load_state_dict(lm)
+    with torch.no_grad():
+        ours = model.encoder.transformer(tokens, langs=torch.ones_like(tokens))
+        theirs = reference.encoder.transformer(tokens, langs=torch.ones_like(tokens))
+    assert torch.allclose(ours, theirs, atol=1e-6)
+
+
 def test_unmt_trains_every_objective_and_validates_every_direction(unmt):
     save, log = unmt
     train = json_logs(log, "train")[-1]

@@ -147,8 +147,6 @@ class PretrainedCheckpoint:
                 lm[key] = lm[key][[ckpt_langs.index(lang) for lang in langs]]
             else:
                 del lm[key]
-        elif len(langs) > 1 and not ((self.state.get("cfg") or {}).get("model") or {}).get("no_lang_emb", False):
-            raise XLMUserError(f"{ckpt_path}: has no language embeddings; pass --no-lang-emb")
         return lm
 
 

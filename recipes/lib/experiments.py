@@ -27,10 +27,10 @@ CALIBRATION_SECONDS = 75  # how long a run's speed is measured before its budget
 
 
 def model_args(p: dict) -> list:
-    """xlm_transformer of ``p`` (dim, layers, heads, ffn; dropout, 0.1 unless given), encoder and
-    decoder alike."""
+    """xlm_transformer of ``p`` (dim, layers, heads, ffn; dropout, 0.1 unless given; ``lang_emb=False``:
+    no language embeddings), encoder and decoder alike."""
     dropout = p.get("dropout", 0.1)
-    out = ["--arch", "xlm_tiny"]
+    out = ["--arch", "xlm_tiny", *([] if p.get("lang_emb", True) else ["--no-lang-emb"])]
     for side in ("encoder", "decoder"):
         out += [f"--{side}-embed-dim", p["dim"], f"--{side}-layers", p["layers"],
                 f"--{side}-attention-heads", p["heads"], f"--{side}-ffn-embed-dim", p["ffn"]]  # fmt: skip

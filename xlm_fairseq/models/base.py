@@ -71,8 +71,9 @@ class XLMModelBase:
     def init_from_lm(self, lm_state: Dict[str, Tensor], pretrained=None) -> List[str]:
         """Every stack from one pretrained LM's parameters (``encoder.transformer.*``): XLM's
         ``--reload_model enc,dec``. What an LM has no counterpart for stays as initialised
-        (encoder-decoder attention and its LayerNorm; a classifier's head is outside the stacks); the
-        LM's output layer is skipped by a stack without one. Returns the names left as initialised."""
+        (encoder-decoder attention and its LayerNorm; a classifier's head is outside the stacks; language
+        embeddings the LM was trained without start at zero); the LM's output layer is skipped by a stack
+        without one. Returns the names left as initialised."""
         lm = {k[len(LM_PREFIX) :]: v for k, v in lm_state.items() if k.startswith(LM_PREFIX)}
         built = f"; it was built with {pretrained.architecture()}" if pretrained is not None else ""
         where = pretrained.path if pretrained is not None else "the pretrained checkpoint"
@@ -88,6 +89,9 @@ class XLMModelBase:
                         )
                     own[name] = lm[name]
                 elif name.startswith(("encoder_attn.", "layer_norm15.")):
+                    fresh.append(f"{side}.{name}")
+                elif name == "lang_embeddings.weight":  # an LM without them (XLM's --use_lang_emb false)
+                    own[name] = torch.zeros_like(own[name])  # so that the model starts computing what the LM did
                     fresh.append(f"{side}.{name}")
                 else:
                     raise XLMUserError(f"{where}: lacks {name}, needed by the {side} of the model of --arch{built}")
