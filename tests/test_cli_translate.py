@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from conftest import ROOT, UNMT_ARGS, UNMT_STEPS, fairseq, generate_lines, json_logs
+from conftest import PRETRAIN_ARGS, ROOT, UNMT_ARGS, UNMT_STEPS, fairseq, generate_lines, json_logs, setup_task
 
 
 def _load(path, data_bin, **overrides):
@@ -66,8 +66,6 @@ def test_an_lm_without_language_embeddings_starts_them_at_zero(data_bin, tmp_pat
     """An LM pretrained with --no-lang-emb (XLM's --use_lang_emb false) initialises a translation
     model, which needs language embeddings (its decoder is told the target language): they start at
     zero, so the model starts computing what the LM did, and everything else is the LM's."""
-    from conftest import PRETRAIN_ARGS, setup_task
-
     save = tmp_path / "lm"
     fairseq("train", data_bin, *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en,de", "--no-lang-emb",
             "--max-update", "3", "--save-dir", save)  # fmt: skip
