@@ -20,8 +20,10 @@ topics. Each LM trains to each of its budgets — updates (``--pretrain-updates`
 and is scored at each: XLM's perplexity, the lexicon probe, en-de sentence retrieval, and a classifier
 fine-tuned on English (the epoch of best *English* accuracy kept; ``--finetune-budgets last``: the last
 budget only), which scores German with German's language id (XLM) and with English's (``--lang-id en``).
-The row of best German accuracy (English id) is fine-tuned again with ``--seeds``; TF-IDF + logistic
-regression and the majority class are the references (``recipes/lib/xcls_baselines.py``; recipes/README.md).
+The row of best German accuracy (English id) is fine-tuned again with ``--seeds``, each seed then self-trained
+with ``--self-train ROUNDS`` on the German descriptions of the training packages, their labels never read
+(``recipes/lib/xcls_self_training.py``). TF-IDF + logistic regression and the majority class are the
+references (``recipes/lib/xcls_baselines.py``; recipes/README.md).
 
 On a GPU (``--device cuda``) a small model's step is bound by launches, not arithmetic: ``--jobs N`` runs N inits
 (then N seeds) side by side, ``--lm-clock time`` gives each LM its minutes of training time as they go.
@@ -29,7 +31,6 @@ On a GPU (``--device cuda``) a small model's step is bound by launches, not arit
 Results: WORK/results.{md,json}, WORK/figures/xcls.png; a re-run skips finished runs (``--fresh`` redoes all).
 """
 
-import json
 import shutil
 import sys
 import threading
@@ -38,12 +39,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from preprocess.errors import ArgumentParser
-from recipes.lib import experiments, figures, xcls_baselines, xcls_corpus, xcls_report
+from recipes.lib import experiments, figures, xcls_baselines, xcls_corpus, xcls_report, xcls_self_training
 from recipes.lib.driver import Driver
 from recipes.lib.experiments import CALIBRATION_SECONDS, Measure, checkpoint_updates, measure_speed
 from recipes.lib.optim import optim_flags
 from recipes.lib.stages import copy_file, write_json, write_text
 from recipes.lib.xcls_report import FINETUNE_LANG
+from recipes.lib.xcls_scoring import ClassifierScoring
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -69,7 +71,7 @@ TINY = dict(SAMPLE, vocab=1000, dim=64, layers=2, pretrain_updates=60, pretrain_
             corpus_lines=1500, calibration_seconds=10, calibration_interval=5)  # fmt: skip
 
 
-class Recipe(Driver):
+class Recipe(Driver, ClassifierScoring):
     name = "xcls"
 
     def __init__(self, args):
@@ -101,7 +103,7 @@ class Recipe(Driver):
         corpus += "" if self.p["vocab"] == mode_vocab else f"-vocab{self.p['vocab']}"
         self.work = Path(args.work_dir or ROOT / "runs" / f"xcls-{mode}{corpus}").resolve()
         self.text = self.p["corpus"] + ("" if self.p["vocab"] == mode_vocab else f", vocabulary {self.p['vocab']}")
-        shared = Path(args.shared_data)
+        self.shared = shared = Path(args.shared_data)
         self.source = shared if self.p["corpus"].startswith("shared") else ROOT / "recipes" / "data"
         self.xcls_source = shared / "xcls" if mode == "experiment" else ROOT / "recipes" / "data" / "xcls"
         self.bli = shared.joinpath(*BLI)
@@ -218,19 +220,26 @@ class Recipe(Driver):
         out["retrieval"] = self.retrieval(save, kept.name, data=self.data)
         return out
 
-    def finetune(self, row, pretrained=None, seed=1):
-        save = self.work / "checkpoints" / (f"classify_{row}" + (f"_seed{seed}" if seed != 1 else ""))
+    def classifier_dir(self, row, seed=1):
+        return self.work / "checkpoints" / (f"classify_{row}" + (f"_seed{seed}" if seed != 1 else ""))
+
+    def finetune(self, row, pretrained=None, seed=1, data=None):
+        """``row``'s classifier on English (``data``: a directory with German pseudo-labelled rows too, every
+        row read with English's id: --self-train) from ``pretrained`` or random init."""
+        save = self.classifier_dir(row, seed)
+        train = [FINETUNE_LANG] if data is None else [f"{FINETUNE_LANG},de", "--lang-id", FINETUNE_LANG]
         info = self.finished(save)
         if info is None:
             p, log = self.p, save / "train.log"
             if pretrained is None:
                 data, start_from = self.random_init_dir(), []
             else:
-                data, start_from = self.xcls, ["--pretrained-xlm-checkpoint", pretrained]
-            self.log(f"fine-tune {row} on English (seed {seed}): {p['finetune_epochs']} epochs")
+                data, start_from = data or self.xcls, ["--pretrained-xlm-checkpoint", pretrained]
+            rows = "English" if train == [FINETUNE_LANG] else "English and pseudo-labelled German"
+            self.log(f"fine-tune {row} on {rows} (seed {seed}): {p['finetune_epochs']} epochs")
             start = time.time()
             self.run([BIN / "fairseq-train", data, *self.common(save, log, p["finetune_lr"], 100, seed),
-                      *self.model_args(), *start_from, "--task", "xlm_classification", "--train-langs", FINETUNE_LANG,
+                      *self.model_args(), *start_from, "--task", "xlm_classification", "--train-langs", *train,
                       "--valid-langs", "en,de", "--truncate-len", p["truncate_len"], "--batch-size", p["batch"],
                       "--max-epoch", p["finetune_epochs"], "--best-checkpoint-metric", "acc_en",
                       "--maximize-best-checkpoint-metric"], save / "stdout.log")  # fmt: skip
@@ -238,59 +247,26 @@ class Recipe(Driver):
             write_json(save / "done.json", info)
         return dict(info, **self.evaluate(save))
 
-    def evaluate(self, save):
-        """English and German accuracy of the best checkpoint, German read with its own language id
-        (XLM) and with the fine-tuning language's (``--lang-id``); retrieval on its stack."""
-        out = save / "eval.json"
-        result = json.loads(out.read_text()) if out.exists() else {}
-        for lang_id, files, key in (("own", ("en", "de"), "acc_de"), (FINETUNE_LANG, ("de",), "acc_de_en_id")):
-            if key in result:
-                continue
-            suffix = "" if lang_id == "own" else f"_lang_id_{lang_id}"
-            tsv = [self.xcls / f"valid.{lang}.tsv" for lang in files]
-            self.run([sys.executable, "-m", "xlm_fairseq.inference.classify", save, *tsv, "--checkpoint-file",
-                      "checkpoint_best.pt", "--lang-id", lang_id, "--out-dir", save / f"predictions{suffix}",
-                      "--json", save / f"accuracy{suffix}.json"], save / f"classify{suffix}.log")  # fmt: skip
-            scored = json.loads((save / f"accuracy{suffix}.json").read_text()).values()
-            accuracy = {v["lang"]: v["accuracy"] for v in scored}  # classify records each file's language
-            if lang_id == "own":
-                result["acc_en"] = accuracy["en"]
-            result[key] = accuracy["de"]
-        if "retrieval_classifier" not in result:
-            result["retrieval_classifier"] = self.retrieval(save, "checkpoint_best.pt")
-        write_json(out, result)
-        return result
-
-    def retrieval_texts(self):
-        """The validation descriptions, one a line (what retrieval pairs up), written once."""
-        texts = self.work / "retrieval"
-        for lang in ("en", "de"):
-            if not (texts / f"valid.{lang}").exists():
-                write_text(texts / f"valid.{lang}", xcls_corpus.texts(self.xcls / f"valid.{lang}.tsv"))
-        return texts
-
-    def retrieval(self, model_dir, checkpoint, data=None):
-        result, texts = model_dir / f"retrieval.{checkpoint}.json", self.work / "retrieval"
-        if not result.exists():
-            self.run([sys.executable, "-m", "xlm_fairseq.evaluation.retrieval", model_dir / checkpoint,
-                      "--data", data or ".", "--src", f"en={texts}/valid.en", "--tgt", f"de={texts}/valid.de",
-                      "--json", result], model_dir / f"retrieval.{checkpoint}.log")  # fmt: skip
-        return json.loads(result.read_text())
-
     # ---- main --------------------------------------------------------------------------
 
-    def seed_spread(self, results):
-        """The row of best German accuracy (English id) fine-tuned again with seeds 2..N: its spread."""
+    def best_row(self, results):
+        """The row of best German accuracy (English id) fine-tuned again with seeds 2..N (its spread), and
+        with ``--self-train``, each seed's rounds of self-training: (seeds, self_training) summaries."""
         rows = {k: r for k, r in results["runs"].items() if r.get("lm") and r.get("classifier")}
-        if self.p["seeds"] < 2 or not rows:
-            return None
+        if not rows or (self.p["seeds"] < 2 and not self.args.self_train):
+            return None, None
         best = max(rows, key=lambda k: rows[k]["classifier"]["acc_de_en_id"])
-        seeds = list(range(1, self.p["seeds"] + 1))
+        seeds, lm, rounds = list(range(1, self.p["seeds"] + 1)), rows[best]["checkpoint"], self.args.self_train
         with ThreadPoolExecutor(self.args.jobs) as pool:
-            more = pool.map(lambda seed: self.finetune(best, rows[best]["checkpoint"], seed), seeds[1:])
-            runs = [rows[best]["classifier"], *more]
-        keys = ("acc_en", "acc_de", "acc_de_en_id")
-        return {"row": best, "seeds": seeds, **{key: xcls_report.spread([r[key] for r in runs]) for key in keys}}
+            runs = [rows[best]["classifier"], *pool.map(lambda seed: self.finetune(best, lm, seed), seeds[1:])]
+        summary = {"row": best, "seeds": seeds, **xcls_report.spreads(runs)} if len(seeds) > 1 else None
+        if not rounds:
+            return summary, None
+        unlabelled = xcls_self_training.make_pool(self) / xcls_self_training.POOL  # once, before the seeds' threads
+        with ThreadPoolExecutor(self.args.jobs) as pool:
+            trained = list(pool.map(lambda seed: xcls_self_training.run(self, best, lm, seed, rounds), seeds))
+        tfidf = xcls_baselines.tfidf(self.xcls, unlabelled, xcls_self_training.STEP)  # the reference's round 1
+        return summary, dict(xcls_self_training.summary(best, seeds, trained), tfidf=tfidf)
 
     def save_results(self, results, update=None):
         """``update()`` applied to the results, then written (one thread at a time: --jobs)."""
@@ -336,7 +312,7 @@ class Recipe(Driver):
             save = self.work / "checkpoints"
             results["probe_random"] = self.measure.probe(first_lm, self.bli, save / "probe_random.json",
                                                          save / "probe_random.log", random_init=True)  # fmt: skip
-        results["seeds"] = self.seed_spread(results)
+        results["seeds"], results["self_training"] = self.best_row(results)
         write_json(results_path, results, indent=1)
         self.publish(self.work, xcls_report.table(self.p, self.mode, results))
         figure = figures.xcls(self.work, results)
@@ -372,6 +348,9 @@ def main(argv=None):
     p.add_argument("--seeds", type=int, help="fine-tuning seeds of the best row (default 1; --experiment 3)")
     p.add_argument("--finetune-epochs", type=int, help="epochs of each fine-tuning (default 8; --experiment 6)")
     p.add_argument("--finetune-lr", type=float, help="peak learning rate of the fine-tuning (default 5e-4)")
+    p.add_argument("--self-train", type=int, default=0, metavar="ROUNDS",
+                   help="then self-train the best row's seeds this many rounds on unlabelled German descriptions of "
+                        "the training packages (default 0; recipes/lib/xcls_self_training.py)")  # fmt: skip
     p.add_argument("--corpus", choices=CORPORA, help="pretraining text: sample (shipped manuals; default), shared "
                    "(no descriptions; --experiment's), shared+ddtp (and non-topic packages' descriptions)")  # fmt: skip
     p.add_argument("--vocab-size", dest="vocab", type=int, metavar="N",
@@ -388,6 +367,10 @@ def main(argv=None):
     need = {"shared": "en-de/docs.natural.en", "shared+ddtp": "en-de/ddtp.en"}.get(args.corpus)  # what each reads
     if need and not (Path(args.shared_data) / need).exists():
         p.error(f"--corpus {args.corpus}: {args.shared_data}/{need} not found (see --shared-data)")
+    if args.self_train < 0:
+        p.error(f"--self-train: expected 0 or more rounds, got {args.self_train}")
+    if args.self_train and not (Path(args.shared_data) / "en-de" / "ddtp.de").exists():
+        p.error(f"--self-train: {args.shared_data}/en-de/ddtp.de not found (its pool; see --shared-data)")
     for name, value in (("--seeds", args.seeds), ("--jobs", args.jobs), ("--vocab-size", args.vocab)):
         if value is not None and value < 1:
             p.error(f"{name}: expected 1 or more, got {value}")

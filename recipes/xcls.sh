@@ -6,6 +6,7 @@
 #   bash recipes/xcls.sh --tiny        # a few minutes: tiny data, model and budgets (what CI runs)
 #   bash recipes/xcls.sh --experiment  # ../shared/data, random / MLM / MLM+TLM, LMs of 15 and 30 CPU-minutes (~2 h)
 #   bash recipes/xcls.sh --experiment --corpus shared+ddtp --lm-minutes 30  # and descriptions of non-topic packages
+#   bash recipes/xcls.sh --experiment --inits mlm_tlm --lm-minutes 30 --self-train 1  # and unlabelled German rows
 #   bash recipes/xcls.sh --experiment --device cuda --size 256x4 --pretrain-max-tokens 16384 \
 #       --lm-minutes 3 --lm-clock time --jobs 3   # one GPU, the inits side by side (~10 min on an H100)
 set -euo pipefail

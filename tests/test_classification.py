@@ -456,7 +456,7 @@ def test_retrieval_command(pretrained, data_bin, tmp_path):
 def test_xcls_recipe_tiny(tmp_path):
     """The recipe end to end at its CI size with two LM budgets in minutes (as --experiment runs):
     the LM's speed measured, each budget scored (perplexity, probe, retrieval) and fine-tuned, the
-    best row's seeds, the table and the figure; a vocabulary size of its own."""
+    best row's seeds and their self-training, the table and the figure; a vocabulary size of its own."""
     work = tmp_path / "w"
     xcls = ["bash", ROOT / "recipes" / "xcls.sh", "--tiny", "--lm-minutes", "0.1,0.2", "--work-dir", work]
     xcls += ["--vocab-size", "900"]
@@ -470,8 +470,8 @@ def test_xcls_recipe_tiny(tmp_path):
     assert sentencepiece.SentencePieceProcessor(model_file=str(work / "data-bin" / "spm.model")).vocab_size() == 900
     kept = work / "checkpoints" / "pretrain_mlm_tlm" / "budget_0.2min.pt"
     before = kept.stat().st_mtime_ns
-    # the re-run adds its classifier and the seeds (two at a time), nothing else
-    run([*xcls, "--seeds", "3", "--jobs", "2", "--lm-clock", "time"], env_extra=path)
+    # the re-run adds its classifier, the seeds (two at a time) and a round of self-training, nothing else
+    run([*xcls, "--seeds", "3", "--jobs", "2", "--lm-clock", "time", "--self-train", "1"], env_extra=path)
     assert kept.stat().st_mtime_ns == before
     results = json.loads((work / "results.json").read_text())
     assert set(results["runs"]) == {"random", "mlm_tlm@0.1min", "mlm_tlm@0.2min"}
@@ -496,8 +496,22 @@ def test_xcls_recipe_tiny(tmp_path):
     )
     for seed in (2, 3):
         assert (work / "checkpoints" / f"classify_{seeds['row']}_seed{seed}" / "eval.json").exists()
+    # self-training: German rows of the pool, labelled by the seed's classifier, beside the English ones
+    trained, pool = results["self_training"], (work / "self_train" / "pool.de.tsv").read_text().splitlines()
+    assert pool[0] == "id\ttext" and len(pool) > 100  # the pool carries no label
+    (first,) = trained["rounds"]
+    assert trained["row"] == seeds["row"] and first["pseudo_rows"] == [round(0.3 * (len(pool) - 1))] * 3
+    assert all(0 <= a <= 100 for a in first["pseudo_accuracy"]) and "acc_de_en_id" in first
+    assert 0 <= trained["tfidf"]["acc_de"] <= 100  # the reference self-trained on the same pool
+    round_dir = work / "self_train" / f"{seeds['row']}_round1_seed2"
+    teacher = work / "checkpoints" / f"classify_{seeds['row']}_seed2" / "pool_predictions" / "pool.de.pred.tsv"
+    predicted = dict(line.split("\t")[:2] for line in teacher.read_text().splitlines()[1:])
+    pseudo = [line.split("\t") for line in (round_dir / "train.de.tsv").read_text().splitlines()[1:]]
+    assert len(pseudo) == first["pseudo_rows"][1] and all(label == predicted[i] for i, label, _ in pseudo)
+    assert {text for _, _, text in pseudo} <= {line.split("\t")[1] for line in pool[1:]}
     table = (work / "results.md").read_text()
-    for row in ("| random |", "| mlm_tlm | 0.1min |", "| mlm_tlm | 0.2min |", "| majority class |", "Seeds of"):
+    rows = ("| random |", "| mlm_tlm | 0.1min |", "| mlm_tlm | 0.2min |", "| majority class |", "Seeds of")
+    for row in (*rows, "- round 1: pseudo-labelled rows"):
         assert row in table, row
     assert (work / "figures" / "xcls.png").stat().st_size > 1000
     bad = run([*xcls[:3], "--lm-minutes", "30,15", "--work-dir", work], ok=False, env_extra=path)
@@ -512,6 +526,8 @@ def test_xcls_recipe_tiny(tmp_path):
         (["--vocab-size", "0"], "--vocab-size: expected 1 or more"),
         (["--jobs", "2", "--lm-minutes", "1"], "--jobs: LMs side by side need --lm-clock time"),
         (["--device", "cuda"], "--device cuda: torch sees no GPU"),
+        (["--self-train", "-1"], "--self-train: expected 0 or more rounds, got -1"),
+        (["--self-train", "1", "--shared-data", "/nonexistent"], "--self-train: /nonexistent/en-de/ddtp.de not found"),
         (
             ["--corpus", "shared+ddtp", "--shared-data", "/nonexistent"],
             "--corpus shared+ddtp: /nonexistent/en-de/ddtp.en",

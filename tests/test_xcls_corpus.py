@@ -72,3 +72,19 @@ def test_work_dir_of_another_corpus_is_refused(tmp_path, args, made):
     assert proc.returncode != 0 and "--corpus/--vocab-size: " in proc.stderr, proc.stderr
     assert f"prepared with 'sample', not '{made}'" in proc.stderr
     assert sorted(p.name for p in work.iterdir()) == ["corpus.txt"]  # nothing made beside it
+
+
+def test_self_training_pool_is_german_training_descriptions_without_validation_text():
+    """The pool of ``--self-train``: German descriptions of training packages, shaped as the set's texts,
+    none sharing eight words in a row with a validation text; the English twin's label kept apart."""
+    xcls = SHARED / "xcls"
+    valid = [xcls / f"valid.{lang}.tsv" for lang in ("en", "de")]
+    pool = xcls_corpus.unlabelled_descriptions(SHARED, xcls / "train.en.tsv", valid)
+    texts = dict(pool)
+    assert len(texts) == len(pool) > 2000  # distinct texts
+    assert texts["Echtzeit-Strategiespiel über antike Kriegsführung."] == "games"  # 0ad, a training package
+    assert all(len(text.split()) <= 60 for text in texts)
+    held = set().union(*(xcls_corpus.grams(xcls_corpus._key(r["text"])) for tsv in valid for r in rows(tsv)))
+    assert not [text for text in texts if xcls_corpus.grams(xcls_corpus._key(text)) & held][:3]
+    train_labels = {r["label"] for r in rows(xcls / "train.en.tsv")}
+    assert set(texts.values()) == train_labels

@@ -5,9 +5,10 @@ data's README baseline, and the majority class."""
 from pathlib import Path
 
 
-def tfidf(xcls: Path):
+def tfidf(xcls: Path, pool: Path = None, fraction: float = 0.0):
     """TF-IDF (words, 1-2 grams) + logistic regression on the English training rows, the
-    reference of the task's README; None without scikit-learn."""
+    reference of the task's README; None without scikit-learn. With ``pool`` (id, text rows): self-trained
+    as ``--self-train 1`` does, refitted with its own labels of the pool's most confident ``fraction``."""
     try:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
@@ -18,9 +19,18 @@ def tfidf(xcls: Path):
         lines = (xcls / name).read_text(encoding="utf-8").splitlines()[1:]
         return [r.split("\t")[2] for r in lines], [r.split("\t")[1] for r in lines]
 
+    def fit(texts, labels):
+        vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
+        return vectorizer, LogisticRegression(max_iter=2000, C=10).fit(vectorizer.fit_transform(texts), labels)
+
     texts, labels = rows("train.en.tsv")
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2)
-    model = LogisticRegression(max_iter=2000, C=10).fit(vectorizer.fit_transform(texts), labels)
+    vectorizer, model = fit(texts, labels)
+    if pool is not None:
+        unlabelled = [r.split("\t")[1] for r in pool.read_text(encoding="utf-8").splitlines()[1:]]
+        probabilities = model.predict_proba(vectorizer.transform(unlabelled))
+        chosen = probabilities.max(axis=1).argsort()[::-1][: round(fraction * len(unlabelled))]
+        pseudo = [model.classes_[probabilities[i].argmax()] for i in chosen]
+        vectorizer, model = fit(texts + [unlabelled[i] for i in chosen], labels + pseudo)
     result = {}
     for lang in ("en", "de"):
         t, gold = rows(f"valid.{lang}.tsv")

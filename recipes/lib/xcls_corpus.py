@@ -151,3 +151,36 @@ def build(kind: str, source: Path, out: Path, held_out: Set[str], max_lines: int
     if kind == "shared+ddtp":
         counts["topic_package_lines_dropped"] = topic_lines
     return counts
+
+
+def unlabelled_descriptions(source: Path, train_tsv: Path, held_tsvs: Iterable[Path], max_words: int = 60):
+    """German descriptions of the training packages, shaped as the set's texts (the short description,
+    then the paragraph's lines, at most ``max_words`` words), from the aligned DDTP lines (``en-de/ddtp``)
+    whose English side is a sentence of a ``train_tsv`` text: the unlabelled pool of self-training.
+    None shares a sentence or ``SHARED_WORDS`` words in a row with a ``held_tsvs`` text. Returns
+    [(text, the English row's label)]: the label is never trained on, only the pseudo-labels' accuracy
+    is read from it."""
+    owner, labels = {}, []
+    with open(train_tsv, encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+            for sentence in SENTENCE_END.split(row["text"]):
+                owner.setdefault(_key(sentence).rstrip("."), len(labels))
+            labels.append(row["label"])
+    held = classification_sentences(held_tsvs)
+    held_grams = set().union(*map(grams, held))
+    documents, previous = [], None  # consecutive lines of one training package: one description
+    for en, de in zip(*(_read(source / "en-de" / f"ddtp.{lang}") for lang in ("en", "de"))):
+        row = owner.get(_key(en).rstrip("."))
+        if row is not None and de:
+            if row != previous:
+                documents.append((row, []))
+            documents[-1][1].append(de if de.endswith((".", "!", "?", ":")) else de + ".")
+        previous = row
+    pool, seen = [], set()
+    for row, lines in documents:
+        text = " ".join(" ".join(lines).split()[:max_words])
+        key = _key(text)
+        if key not in seen and not {_key(line) for line in lines} & held and not grams(key) & held_grams:
+            seen.add(key)
+            pool.append((text, labels[row]))
+    return pool

@@ -33,10 +33,17 @@ def describe(p: dict, mode: str, results: dict) -> str:
 
 
 def spread(values) -> str:
-    """The runs, then their mean ± the sample standard deviation."""
+    """The runs, then their mean ± the sample standard deviation (one run: its value)."""
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
     mean = sum(values) / len(values)
     sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
     return f"{' / '.join(f'{v:.2f}' for v in values)}: {mean:.2f} ± {sd:.2f}"
+
+
+def spreads(runs, keys=("acc_en", "acc_de", "acc_de_en_id")) -> dict:
+    """Each accuracy's :func:`spread` over ``runs`` (evaluations of one row's classifiers)."""
+    return {key: spread([r[key] for r in runs]) for key in keys}
 
 
 def _probe_cells(probe) -> str:
@@ -84,4 +91,17 @@ def table(p: dict, mode: str, results: dict) -> str:
                   f"{', '.join(str(s) for s in seeds['seeds'])}): accuracy en {seeds['acc_en']}, "
                   f"de with its own id {seeds['acc_de']}{by_id} (each: the runs, then mean ± standard "
                   "deviation)."]  # fmt: skip
+    trained = results.get("self_training")
+    if trained:
+        lines += ["", f"Self-training of {trained['row']} (fine-tuning seeds {', '.join(map(str, trained['seeds']))}) "
+                  "on unlabelled German descriptions of the training packages: round k fine-tunes the same LM on "
+                  "the English rows and the previous classifier's labels of the most confident k × "
+                  f"{trained['fraction_per_round']:.0%} of them, every row read with English's id:", ""]  # fmt: skip
+        lines += [f"- round {r['round']}: pseudo-labelled rows {' / '.join(map(str, r['pseudo_rows']))} "
+                  f"({' / '.join(f'{a:.1f}' for a in r['pseudo_accuracy'])} % right); accuracy en {r['acc_en']}, "
+                  f"**de with English's id {r['acc_de_en_id']}**" for r in trained["rounds"]]  # fmt: skip
+        if trained.get("tfidf"):
+            base = trained["tfidf"]
+            lines.append(f"- TF-IDF + logistic regression, round 1 the same way: accuracy en {base['acc_en']:.2f}, "
+                         f"de {base['acc_de']:.2f}")  # fmt: skip
     return "\n".join(lines) + "\n"
