@@ -266,7 +266,7 @@ class Recipe(Driver, ClassifierScoring):
         with ThreadPoolExecutor(self.args.jobs) as pool:
             trained = list(pool.map(lambda seed: xcls_self_training.run(self, best, lm, seed, rounds), seeds))
         tfidf = xcls_baselines.tfidf(self.xcls, unlabelled, xcls_self_training.STEP)  # the reference's round 1
-        return summary, dict(xcls_self_training.summary(best, seeds, trained), tfidf=tfidf)
+        return summary, dict(xcls_self_training.summary(best, seeds, runs, trained), tfidf=tfidf)
 
     def save_results(self, results, update=None):
         """``update()`` applied to the results, then written (one thread at a time: --jobs)."""
@@ -315,9 +315,9 @@ class Recipe(Driver, ClassifierScoring):
         results["seeds"], results["self_training"] = self.best_row(results)
         write_json(results_path, results, indent=1)
         self.publish(self.work, xcls_report.table(self.p, self.mode, results))
-        figure = figures.xcls(self.work, results)
-        if figure is not None:
-            self.log(f"figure: {figure}")
+        for figure in (figures.xcls(self.work, results), figures.xcls_self_training(self.work, results)):
+            if figure is not None:
+                self.log(f"figure: {figure}")
 
 
 def main(argv=None):

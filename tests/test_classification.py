@@ -503,6 +503,7 @@ def test_xcls_recipe_tiny(tmp_path):
     assert trained["row"] == seeds["row"] and first["pseudo_rows"] == [round(0.3 * (len(pool) - 1))] * 3
     assert all(0 <= a <= 100 for a in first["pseudo_accuracy"]) and "acc_de_en_id" in first
     assert 0 <= trained["tfidf"]["acc_de"] <= 100  # the reference self-trained on the same pool
+    assert len(trained["english_only_acc_de_en_id"]) == len(first["acc_de_en_id_runs"]) == 3
     round_dir = work / "self_train" / f"{seeds['row']}_round1_seed2"
     teacher = work / "checkpoints" / f"classify_{seeds['row']}_seed2" / "pool_predictions" / "pool.de.pred.tsv"
     predicted = dict(line.split("\t")[:2] for line in teacher.read_text().splitlines()[1:])
@@ -514,6 +515,7 @@ def test_xcls_recipe_tiny(tmp_path):
     for row in (*rows, "- round 1: pseudo-labelled rows"):
         assert row in table, row
     assert (work / "figures" / "xcls.png").stat().st_size > 1000
+    assert (work / "figures" / "xcls-self-training.png").stat().st_size > 1000
     bad = run([*xcls[:3], "--lm-minutes", "30,15", "--work-dir", work], ok=False, env_extra=path)
     assert bad.returncode == 2 and "--lm-minutes" in bad.stderr and "increasing minutes" in bad.stderr
 

@@ -187,6 +187,28 @@ def xcls(work: Path, results: dict) -> Optional[Path]:
     return _save(fig, work / "figures" / "xcls.png")
 
 
+def xcls_self_training(work: Path, results: dict) -> Optional[Path]:
+    """German accuracy (English id) of each seed's classifier, English only, then after each round of
+    ``--self-train``; the references beside them."""
+    trained, plt = results.get("self_training"), pyplot()
+    if not trained or plt is None:
+        return None
+    runs = [trained["english_only_acc_de_en_id"]] + [r["acc_de_en_id_runs"] for r in trained["rounds"]]
+    fig, axis = plt.subplots(figsize=(6, 4))
+    steps = list(range(len(runs)))
+    for n, seed in enumerate(trained["seeds"]):
+        axis.plot(steps, [round_runs[n] for round_runs in runs], marker="o", color="C0", alpha=0.35, linewidth=1)
+    axis.plot(steps, [sum(r) / len(r) for r in runs], marker="o", color="C0", linewidth=2.5, label="mean of the seeds")
+    references = ((results.get("tfidf"), "-.", "TF-IDF"), (trained.get("tfidf"), ":", "TF-IDF self-trained, round 1"))
+    for base, style, label in references:
+        if base:
+            axis.axhline(float(base["acc_de"]), color="grey", linestyle=style, label=label)
+    axis.set(title=f"zero-shot German (English id), {trained['row']}", ylabel="accuracy (%)", xticks=steps,
+             xlabel="round of self-training (0: English only)")  # fmt: skip
+    _legends(axis)
+    return _save(fig, work / "figures" / "xcls-self-training.png")
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2 or argv[0] != "quickstart":

@@ -76,11 +76,15 @@ def run(recipe, row: str, pretrained: str, seed: int, rounds: int) -> list:
     return out
 
 
-def summary(row: str, seeds, trained) -> dict:
-    """Each round over the seeds (``trained``: each seed's rounds): the accuracies' spread, and the
-    pseudo-labelled rows and their accuracy against the hidden labels."""
+def summary(row: str, seeds, english_only, trained) -> dict:
+    """Each round over the seeds (``trained``: each seed's rounds; ``english_only``: each seed's classifier
+    before them): the accuracies' spread, German's runs (English id), and the pseudo-labelled rows and
+    their accuracy against the hidden labels."""
     rounds = []
     for k, runs in enumerate(zip(*trained), 1):
         pseudo = {key: [r[key] for r in runs] for key in ("pseudo_rows", "pseudo_accuracy")}
-        rounds.append({"round": k, **pseudo, **xcls_report.spreads(runs)})
-    return {"row": row, "seeds": list(seeds), "fraction_per_round": STEP, "rounds": rounds}
+        german = [r["acc_de_en_id"] for r in runs]
+        rounds.append({"round": k, **pseudo, **xcls_report.spreads(runs), "acc_de_en_id_runs": german})
+    german = [r["acc_de_en_id"] for r in english_only]
+    return {"row": row, "seeds": list(seeds), "fraction_per_round": STEP, "english_only_acc_de_en_id": german,
+            "rounds": rounds}  # fmt: skip
