@@ -28,7 +28,8 @@ references (``recipes/lib/xcls_baselines.py``; recipes/README.md).
 On a GPU (``--device cuda``) a small model's step is bound by launches, not arithmetic: ``--jobs N`` runs N inits
 (then N seeds) side by side, ``--lm-clock time`` gives each LM its minutes of training time as they go.
 
-Results: WORK/results.{md,json}, WORK/figures/xcls.png; a re-run skips finished runs (``--fresh`` redoes all).
+Results: WORK/results.{md,json}, WORK/figures/xcls.png (``--self-train``: and xcls-self-training.png); a re-run
+skips finished runs (``--fresh`` redoes all).
 """
 
 import shutil
@@ -357,7 +358,8 @@ def main(argv=None):
                    help="subwords of the sentencepiece model of the pretraining text (default 4000; --tiny 1000)")
     p.add_argument("--work-dir", help="where everything goes (default runs/xcls-{sample,tiny,experiment})")
     p.add_argument("--shared-data", default=str(ROOT.parent / "shared" / "data"),
-                   help="the shared corpora, for --experiment, --corpus shared* and the probe (default ../shared/data)")
+                   help="the shared corpora, for --experiment, --corpus shared*, the probe and --self-train's pool "
+                        "(default ../shared/data)")
     p.add_argument("--fresh", action="store_true", help="delete the work directory first")
     args = p.parse_args(argv)
     if args.tiny and args.experiment:
