@@ -196,8 +196,8 @@ def xcls_self_training(work: Path, results: dict) -> Optional[Path]:
     runs = [trained["english_only_acc_de_en_id"]] + [r["acc_de_en_id_runs"] for r in trained["rounds"]]
     fig, axis = plt.subplots(figsize=(6, 4))
     steps = list(range(len(runs)))
-    for n, seed in enumerate(trained["seeds"]):
-        axis.plot(steps, [round_runs[n] for round_runs in runs], marker="o", color="C0", alpha=0.35, linewidth=1)
+    for seed_runs in zip(*runs):  # one line per seed
+        axis.plot(steps, seed_runs, marker="o", color="C0", alpha=0.35, linewidth=1)
     axis.plot(steps, [sum(r) / len(r) for r in runs], marker="o", color="C0", linewidth=2.5, label="mean of the seeds")
     references = ((results.get("tfidf"), "-.", "TF-IDF"), (trained.get("tfidf"), ":", "TF-IDF self-trained, round 1"))
     for base, style, label in references:
