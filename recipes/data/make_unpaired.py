@@ -69,17 +69,10 @@ def main():
         (e, d) for e, d in docs if short(e) and short(d) and normal(e) not in held_out and normal(d) not in held_out
     ]
     pairs = list(zip(read_lines(SAMPLE / "train.en-de.en"), read_lines(SAMPLE / "train.en-de.de"))) + usable
-    text = dict(
-        zip(
-            ("en", "de", "dropped"),
-            unpaired(
-                read_lines(SAMPLE / "mono.en"),
-                read_lines(SAMPLE / "mono.de"),
-                [e for e, _ in pairs],
-                [d for _, d in pairs],
-            ),
-        )
+    en, de, dropped = unpaired(
+        read_lines(SAMPLE / "mono.en"), read_lines(SAMPLE / "mono.de"), [e for e, _ in pairs], [d for _, d in pairs]
     )
+    text = {"en": en, "de": de}
     args.out.mkdir(parents=True, exist_ok=True)
     for lang in ("en", "de"):
         if lang == "de" or args.manpages == "both":
@@ -87,7 +80,7 @@ def main():
         lines = [line for line in dict.fromkeys(text[lang]) if line.strip() and normal(line) not in held_out]
         (args.out / f"unpaired.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         print(f"{args.out}/unpaired.{lang}: {len(lines):,} lines, {sum(len(line.split()) for line in lines):,} words")
-    print(f"({text['dropped']:,} German lines of the manuals dropped as translations of English ones)")
+    print(f"({dropped:,} German lines of the manuals dropped as translations of English ones)")
 
 
 if __name__ == "__main__":

@@ -67,8 +67,9 @@ def count_vectors(lines, size=VOCABULARY, window=WINDOW, dim=DIM):
     ppmi = torch.sparse_coo_tensor(
         torch.stack([r[keep], c[keep]]), pmi[keep].float(), (n, n), check_invariants=False
     ).coalesce()
-    torch.manual_seed(0)
-    u, s, _ = torch.svd_lowrank(ppmi, q=min(dim, n - 1), niter=4)
+    with torch.random.fork_rng():  # a fixed start for the randomised SVD, the caller's RNG left as it was
+        torch.manual_seed(0)
+        u, s, _ = torch.svd_lowrank(ppmi, q=min(dim, n - 1), niter=4)
     return words, normalized(u * s.sqrt())
 
 
@@ -108,7 +109,8 @@ def induce_map(src_words, src, tgt_words, tgt):
     for _ in range(ITERATIONS):
         u, _, vt = torch.linalg.svd(src[pairs[:, 0]].T @ tgt[pairs[:, 1]])
         mapping = u @ vt
-        forward, backward = csls_nearest(src[:f] @ mapping, tgt[:f]), csls_nearest(tgt[:f], src[:f] @ mapping)
+        mapped = src[:f] @ mapping
+        forward, backward = csls_nearest(mapped, tgt[:f]), csls_nearest(tgt[:f], mapped)
         pairs = torch.cat(
             [torch.stack([torch.arange(f), forward], 1), torch.stack([backward, torch.arange(f)], 1)]
         ).unique(dim=0)
