@@ -111,12 +111,14 @@ def _attention_by_the_formula(mha, x, key_padding_mask=None, kv=None, causal=Fal
     return mha.out_lin(context.transpose(1, 2).reshape(x.shape))
 
 
-@pytest.mark.parametrize("path", ["fused", "cpu-dropout"])
+@pytest.mark.parametrize("path", ["fused", "cpu-dropout", "cpu-bf16"])
 @pytest.mark.parametrize("case", ["plain", "padding", "causal", "causal+padding", "cross+padding"])
-def test_attention_equals_the_formula(case, path):
-    """Attention runs through torch's scaled_dot_product_attention, or in CPU training with attention
-    dropout through the written-out maths with the cheaper mask: the same numbers as the formula either
-    way (a dropout below 1/131072 rounds to keeping every weight, so the dropout path can be compared)."""
+def test_attention_equals_the_formula(case, path, monkeypatch):
+    """Attention runs through torch's scaled_dot_product_attention, in CPU training with attention
+    dropout through the written-out maths with the cheaper mask, and in bf16 on CPU through two matmuls
+    (torch's CPU flash kernel is 5x slower in bf16): the same numbers as the formula every way (a
+    dropout below 1/131072 rounds to keeping every weight, so the dropout path can be compared; bf16
+    within its rounding)."""
     mha = tiny_stack(is_decoder=True).attentions[0]
     if path == "cpu-dropout":
         mha.dropout = 1e-7
@@ -131,7 +133,22 @@ def test_attention_equals_the_formula(case, path):
         kw["key_padding_mask"] = pad
     if "cross" in case:
         kw["kv"] = src
-    assert torch.allclose(mha(x, **kw), _attention_by_the_formula(mha, x, **kw), atol=1e-6)
+    expected = _attention_by_the_formula(mha, x, **kw)
+    if path == "cpu-bf16":
+
+        def not_flash(*args, **kwargs):
+            raise AssertionError("bf16 attention on CPU went through scaled_dot_product_attention")
+
+        monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", not_flash)
+        mha.to(torch.bfloat16).train()
+        if "cross" in case:
+            kw["kv"] = src.to(torch.bfloat16)
+        out = mha(x.to(torch.bfloat16), **kw)
+        out.float().square().sum().backward()
+        assert out.dtype == torch.bfloat16 and torch.isfinite(mha.q_lin.weight.grad.float()).all()
+        assert torch.allclose(out.float(), expected, atol=0.05) and (out.float() - expected).abs().mean() < 0.01
+        return
+    assert torch.allclose(mha(x, **kw), expected, atol=1e-6)
 
 
 @pytest.mark.parametrize("kept", [False, True])
@@ -201,7 +218,7 @@ def test_summed_cross_entropy_is_torchs_with_its_gradient():
     target[::4] = 1  # <pad>
     results = []
     for loss_fn in (
-        SummedCrossEntropy.apply,
+        lambda x, t, pad: SummedCrossEntropy.apply(x, t, pad)[0],
         lambda x, t, pad: F.cross_entropy(x, t, ignore_index=pad, reduction="sum"),
     ):
         logits = hidden @ weight.t()
@@ -213,6 +230,20 @@ def test_summed_cross_entropy_is_torchs_with_its_gradient():
         assert torch.allclose(ours, torchs, atol=1e-12)
     grad_hidden = results[0][1]
     assert grad_hidden[::4].abs().max() == 0 and grad_hidden[1::4].abs().sum(-1).min() > 0  # <pad> rows: none
+
+
+def test_summed_cross_entropy_counts_the_targets_scored_highest():
+    """Its second output, the accuracy metric's count, is argmax's: non-pad targets whose logit is the
+    row's highest (a row's amax, cheaper than argmax on CPU)."""
+    from xlm_fairseq.modules.kernels import SummedCrossEntropy
+
+    torch.manual_seed(0)
+    logits = torch.randn(200, 7)
+    target = torch.randint(0, 7, (200,))
+    target[::5] = 1  # <pad>
+    _, correct = SummedCrossEntropy.apply(logits, target, 1)
+    expected = (logits.argmax(-1).eq(target) & target.ne(1)).sum()
+    assert 10 < int(expected) < 190 and torch.equal(correct, expected)
 
 
 def test_every_registered_name_is_the_plugins():

@@ -213,16 +213,20 @@ class MultiHeadAttention(nn.Module):
         if visible is not None:
             allowed = visible if allowed is None else allowed & visible
         # (a compiled stack's attention is torch's: the compiler cannot trace our kernel's seed)
-        if self.training and self.dropout > 0 and x.device.type == "cpu" and not torch.compiler.is_compiling():
+        on_cpu = x.device.type == "cpu" and not torch.compiler.is_compiling()
+        if on_cpu and (self.training and self.dropout > 0 or q.dtype != torch.float32):
             if is_causal:
                 allowed = torch.ones(qlen, klen, dtype=torch.bool, device=x.device).tril()[None, None]
+        if on_cpu and self.training and self.dropout > 0:
             context = CPUAttentionWithDropout.apply(q * self.head_dim**-0.5, k, v, allowed, self.dropout)
-        elif cache is not None and not is_causal and not self.training and x.device.type == "cpu":
-            # a decoding step on CPU, a query or a beam's few per row: two small matmuls cost less than
-            # the flash kernel's tiling (fairseq-generate at 128 x 3, beam 5: ~15 % more sentences/s)
+        elif on_cpu and (cache is not None and not is_causal and not self.training or q.dtype != torch.float32):
+            # two small matmuls: for a decoding step on CPU (a query or a beam's few per row) they cost less
+            # than the flash kernel's tiling (fairseq-generate at 128 x 3, beam 5: ~15 % more sentences/s);
+            # in bf16 the CPU flash kernel's backward pass is 5x slower than this (16 x 4 x 64^2: 4.8
+            # against 0.9 ms forward and backward, on a CPU with AMX)
             w = torch.matmul(q * self.head_dim**-0.5, k.transpose(-1, -2))
             if allowed is not None:
-                w = w.masked_fill(~allowed, float("-inf"))
+                w = w.masked_fill(~allowed, torch.finfo(w.dtype).min)  # a row with no key: uniform, not NaN
             context = torch.matmul(w.softmax(-1), v)
         else:
             context = F.scaled_dot_product_attention(

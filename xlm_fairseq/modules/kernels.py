@@ -106,17 +106,24 @@ class SummedCrossEntropy(torch.autograd.Function):
     saved log-probabilities into the logits' gradient in place (softmax - one-hot). torch's version
     allocates two more vocabulary-sized buffers there (the NLL's gradient and log-softmax's): at 1,200
     target tokens x 4,000 words 16 MiB each, of a new size at every batch, which is what grew the CPU
-    heap of a translation run (glibc keeps the holes: peak RSS 1.15-1.20x fairseq's)."""
+    heap of a translation run (glibc keeps the holes: peak RSS 1.15-1.20x fairseq's).
+
+    Also returns how many non-pad targets score the row's maximum (the accuracy metric; a tie at the top
+    counts as correct): a row's ``amax`` costs a tenth of ``argmax`` on CPU (1,200 x 4,011 fp32: 0.36
+    against 3.2 ms, which was 5 % of a translation step)."""
 
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, pad: int) -> Tensor:
+    def forward(ctx, logits: Tensor, target: Tensor, pad: int):
         lprobs = torch.log_softmax(logits, dim=-1)
         real = target.ne(pad)
         ctx.save_for_backward(lprobs, target, real)
-        return lprobs.gather(1, target[:, None]).squeeze(1).masked_fill_(~real, 0).sum().neg()
+        picked = lprobs.gather(1, target[:, None]).squeeze(1)
+        correct = (picked >= lprobs.amax(-1)).logical_and_(real).sum()
+        ctx.mark_non_differentiable(correct)
+        return picked.masked_fill_(~real, 0).sum().neg(), correct
 
     @staticmethod
-    def backward(ctx, grad: Tensor):
+    def backward(ctx, grad: Tensor, _grad_correct):
         lprobs, target, real = ctx.saved_tensors
         probs = lprobs.exp_()  # the buffer is this function's own, and used once
         probs.scatter_add_(1, target[:, None], probs.new_full((target.numel(), 1), -1.0))
