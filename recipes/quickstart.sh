@@ -12,7 +12,8 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: bash recipes/quickstart.sh [--tiny] [--unsupervised] [--test PREFIX] [--fresh] [--work-dir DIR] [--help]
+usage: bash recipes/quickstart.sh [--tiny] [--unsupervised] [--test PREFIX] [--precision P] [--fresh] [--work-dir DIR]
+                                  [--help]
 
   --tiny          a reduced run (a few minutes; what CI runs): fewer updates, a smaller test set
   --unsupervised  pure unsupervised MT, no pair seen: MLM pretraining (no TLM) and AE + back-translation
@@ -22,6 +23,9 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised] [--test PREFIX] [--f
                   translates shorter (11, not 19): it depends on what the LM aligned
   --test PREFIX   also score raw PREFIX.de / PREFIX.en (line-aligned, your own held-out text), beside
                   copying its source; the shipped test set is scored in any case
+  --precision P   pretraining's number format: auto (default: bf16 where the CPU multiplies bf16 in hardware,
+                  Intel AMX, which pretrains 1.3x faster at the same perplexity; else fp32), fp32 or bf16;
+                  translation trains in fp32 either way
   --fresh         delete the work directory's previous results first
   --work-dir DIR  where data-bin, checkpoints and outputs go (default: runs/quickstart[-tiny][-unsupervised])
 
@@ -43,12 +47,15 @@ source "$ROOT/recipes/lib/stages.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/optim.sh
 source "$ROOT/recipes/lib/optim.sh"
 
-TINY=0; FRESH=0; WORK=""; SUPERVISION=semi; TEST=""
+TINY=0; FRESH=0; WORK=""; SUPERVISION=semi; TEST=""; PRECISION=auto
 while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) TINY=1 ;;
     --unsupervised) SUPERVISION=unsupervised ;;
     --test) [ $# -ge 2 ] || die "--test needs a file prefix (PREFIX.de and PREFIX.en)"; TEST="$2"; shift ;;
+    --precision)
+      [ $# -ge 2 ] && [[ "$2" =~ ^(auto|fp32|bf16)$ ]] || die "--precision needs auto, fp32 or bf16"
+      PRECISION="$2"; shift ;;
     --fresh) FRESH=1 ;;
     --work-dir) [ $# -ge 2 ] || die "--work-dir needs a directory"; WORK="$2"; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -101,6 +108,12 @@ done
 "$PY" -c "import fairseq, sentencepiece, sacremoses" 2>/dev/null \
   || fail "fairseq/sentencepiece/sacremoses not importable by $PY; run: bash scripts/setup.sh"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+if [ "$PRECISION" = auto ]; then
+  PRECISION=fp32
+  "$PY" -c 'import sys; from xlm_fairseq.patches.precision import cpu_multiplies_bf16 as f; sys.exit(not f())' \
+    2>/dev/null && PRECISION=bf16
+fi
+PRETRAIN_PRECISION=(); [ "$PRECISION" = bf16 ] && PRETRAIN_PRECISION=(--bf16)
 
 if [ -n "$TEST" ]; then
   for l in de en; do [ -f "$TEST.$l" ] || die "--test: $TEST.$l: no such file"; done
@@ -126,7 +139,8 @@ stage_key() {
   if [ "$1" = translate ]; then
     printf 'recipe=quickstart mode=%s supervision=%s\n' "$MODE" "$SUPERVISION"
   else
-    printf 'recipe=quickstart mode=%s supervision=%s pretrain=%s hours=%s\n' "$MODE" "$SUPERVISION" "${PRETRAIN_SHAPE[*]}" "$PT_HOURS"
+    printf 'recipe=quickstart mode=%s supervision=%s pretrain=%s hours=%s precision=%s\n' "$MODE" "$SUPERVISION" \
+      "${PRETRAIN_SHAPE[*]}" "$PT_HOURS" "$PRECISION"
   fi
 }
 stage_clock_start
@@ -171,7 +185,7 @@ stage_preprocess() {
 # ---- 2. pretraining ---------------------------------------------------------------------------
 stage_pretrain() {
   run_training "$WORK/logs/pretrain.log" "$PT_HOURS" '^mlm_(en|de)_fullmask_ppl$' "$WORK/logs/pretrain.out" fairseq-train "$DATA" "${COMMON[@]}" "$WORK/logs/pretrain.log" --task cross_lingual_lm --langs de,en --mlm-steps "$MLM_STEPS" \
-    "${MODEL[@]}" "${PRETRAIN_SHAPE[@]}" --max-tokens 2048 "${PRETRAIN_OPTIM[@]}" \
+    "${MODEL[@]}" "${PRETRAIN_SHAPE[@]}" "${PRETRAIN_PRECISION[@]}" --max-tokens 2048 "${PRETRAIN_OPTIM[@]}" \
     --max-update "$PT_UPDATES" --stop-time-hours "$PT_HOURS" --validate-interval-updates "$((VALID_EVERY * 2))" \
     --save-interval-updates "$((VALID_EVERY * 2))" --keep-interval-updates 1 --best-checkpoint-metric mlm_fullmask_ppl \
     --save-dir "$WORK/checkpoints/pretrain"
@@ -200,7 +214,8 @@ stage_translate() {
 
 run_stage preprocess "1/4 preprocess" "Moses tokenisation, joint sentencepiece ($VOCAB), binarisation -> $DATA" stage_preprocess
 run_stage pretrain "2/4 $PRETRAINING" \
-  "cross_lingual_lm, --mlm-steps $MLM_STEPS, $DIM dims x $LAYERS layers, ${PT_HOURS}h; log: $WORK/logs/pretrain.log" stage_pretrain
+  "cross_lingual_lm, --mlm-steps $MLM_STEPS, $DIM dims x $LAYERS layers, $PRECISION, ${PT_HOURS}h; log: $WORK/logs/pretrain.log" \
+  stage_pretrain
 run_stage translate "3/4 $WHAT" \
   "translation_lm initialised from the LM, ${MT_HOURS}h; log: $WORK/logs/translate.log" stage_translate
 

@@ -274,3 +274,26 @@ def test_cpu_run_clips_on_a_machine_with_a_gpu(monkeypatch):
         assert torch.equal(p.grad, q.grad)
     total = torch.norm(torch.stack([p.grad.norm() for p in clipped]))
     assert abs(total.item() - 5.0) < 1e-4
+
+
+@pytest.mark.parametrize("amx", [True, False])
+def test_fp32_pretraining_on_a_cpu_with_amx_names_bf16(amx, monkeypatch, caplog):
+    """Where the CPU multiplies bf16 in hardware, fp32 pretraining on it says that --bf16 is faster (once,
+    at start-up); not in bf16, not for translation, not on other CPUs."""
+    from types import SimpleNamespace
+
+    from xlm_fairseq.patches import precision
+
+    monkeypatch.setattr(precision, "cpu_multiplies_bf16", lambda: amx)
+
+    def cfg(task, bf16=False):
+        common = SimpleNamespace(cpu=True, bf16=bf16, fp16=False, memory_efficient_fp16=False, amp=False)
+        return SimpleNamespace(common=common, task=SimpleNamespace(_name=task))
+
+    caplog.set_level("INFO", logger=precision.__name__)
+    for args in (("cross_lingual_lm",), ("cross_lingual_lm", True), ("translation_lm",)):
+        precision.hint_cpu_bf16(cfg(*args))
+    hints = [r.getMessage() for r in caplog.records if "AMX" in r.getMessage()]
+    assert hints == (
+        ["this CPU multiplies bf16 in hardware (AMX): --bf16 pretrains ~1.3x faster (bench/README.md)"] if amx else []
+    )

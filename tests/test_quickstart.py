@@ -76,6 +76,13 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     assert "'tokens_per_sample': 64," in pretrain_log
     assert "'dropout': 0.0, 'attention_dropout': 0.0," in pretrain_log
     assert "'dropout': 0.1, 'attention_dropout': 0.1," in (work / "logs" / "translate.log").read_text()
+    # --precision auto: pretraining in bf16 where the CPU multiplies it in hardware, as the banner says;
+    # translation in fp32 either way
+    from xlm_fairseq.patches.precision import cpu_multiplies_bf16
+
+    bf16 = cpu_multiplies_bf16()
+    assert f"'bf16': {bf16}," in pretrain_log and "'bf16': False," in (work / "logs" / "translate.log").read_text()
+    assert f"64 dims x 2 layers, {'bf16' if bf16 else 'fp32'}, " in proc.stdout
     assert "3/4 semi-supervised MT (MT on 1000 pairs + AE + back-translation" in proc.stdout  # says which ran
     # never silent while a stage trains: the update and the budget left (recipes/lib/progress.py)
     assert re.search(r"^   \d+ min: update \d+, \d+ of \d+ min left; ", proc.stdout, re.M), proc.stdout[-3000:]
@@ -162,6 +169,8 @@ def test_quickstart_refuses_without_install(tmp_path):
 def test_quickstart_rejects_unknown_option(tmp_path):
     proc = _run(["--bogus"])
     assert proc.returncode == 2 and "unknown option '--bogus'" in proc.stderr
+    proc = _run(["--tiny", "--work-dir", str(tmp_path / "q"), "--precision", "fp16"])
+    assert proc.returncode == 2 and proc.stderr.strip() == "quickstart: error: --precision needs auto, fp32 or bf16"
     (tmp_path / "t.de").write_text("a\nb\n")
     (tmp_path / "t.en").write_text("a\n")
     for prefix, message in ((tmp_path / "none", "none.de: no such file"), (tmp_path / "t", "differ in line count")):
