@@ -3,6 +3,7 @@
 import pytest
 import torch
 from tiny_models import tiny_stack
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import xlm_fairseq  # noqa: F401  (registers the plugin)
 
@@ -42,6 +43,62 @@ def test_padding_does_not_change_real_positions():
     a, b = m(x, langs=torch.tensor([1])), m(padded, langs=torch.tensor([1]))
     assert torch.allclose(a, b[:, :7], atol=1e-5)
     assert torch.all(b[:, 7:] == 0)
+
+
+class MatmulRows(TorchDispatchMode):
+    """The row count of every matrix product's left operand (mm, addmm) while active."""
+
+    def __enter__(self):
+        self.rows = []
+        super().__enter__()
+        return self.rows
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default):
+            self.rows.append(args[-2].size(0))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("case", ["mlm", "tlm", "decoder"])
+def test_bf16_on_cpu_pads_batches_to_shape_buckets(case):
+    """In bf16 on CPU a batch runs padded to 4 rows x 16 positions (oneDNN compiles a kernel per matrix
+    shape), the output layer on 64 rows: the same numbers as the padded batch given by hand, cut back to
+    the batch's own shape; and within bf16's rounding of fp32."""
+    import torch.nn.functional as F
+
+    m = tiny_stack(is_decoder=case == "decoder")
+    fp32 = tiny_stack(is_decoder=case == "decoder")
+    m.to(torch.bfloat16)
+    torch.manual_seed(3)
+    tokens = torch.randint(4, 50, (3, 9))
+    tokens[1, 6:] = 1  # <pad>
+    kw = {"langs": torch.tensor([0, 1, 2])}
+    if case == "tlm":  # positions restart for the second sentence, a language per position
+        kw = {"positions": torch.cat([torch.arange(5), torch.arange(4)]).expand(3, 9),
+              "langs": torch.tensor([0] * 5 + [1] * 4).expand(3, 9)}  # fmt: skip
+    if case == "decoder":
+        src_mask = torch.zeros(3, 11, dtype=torch.bool)
+        src_mask[2, 8:] = True
+        kw.update(causal=True, src_enc=torch.randn(3, 11, 32), src_padding_mask=src_mask)
+    with MatmulRows() as rows_seen:
+        out = m(tokens, **{k: v.to(torch.bfloat16) if k == "src_enc" else v for k, v in kw.items()})
+    assert rows_seen and all(rows % 64 == 0 for rows in rows_seen), rows_seen  # 4 x 16: one bucket
+
+    by_hand = {"langs": F.pad(kw["langs"], (0, 7, 0, 1) if case == "tlm" else (0, 1))}
+    if case == "tlm":
+        by_hand["positions"] = F.pad(kw["positions"], (0, 7, 0, 1))
+    if case == "decoder":
+        by_hand.update(causal=True, src_enc=F.pad(kw["src_enc"], (0, 0, 0, 0, 0, 1)).to(torch.bfloat16),
+                       src_padding_mask=F.pad(src_mask, (0, 0, 0, 1), value=True))  # fmt: skip
+    padded = m(F.pad(tokens, (0, 7, 0, 1), value=1), **by_hand)
+    assert out.shape == (3, 9, 32) and torch.equal(out, padded[:3, :9])
+    assert (out.float() - fp32(tokens, **kw)).abs().max() < 0.1
+
+    rows = out.reshape(-1, 32)[:27]
+    with MatmulRows() as rows_seen:
+        logits = m.pred_layer(rows)
+    assert rows_seen == [64]
+    assert logits.shape == (27, 50) and torch.equal(logits, m.pred_layer(F.pad(rows, (0, 0, 0, 37)))[:27])
 
 
 def test_output_layer_is_tied_with_own_bias():

@@ -24,6 +24,13 @@ from xlm_fairseq.modules.compiled import CompiledStack
 from xlm_fairseq.modules.kernels import dropout
 
 LAYER_NORM_EPS = 1e-12  # XLM's value; torch's default 1e-5 would change outputs of converted models
+# bf16 on CPU: oneDNN compiles a kernel for every new matrix shape (~2 ms each: 3,342 kernels, 7 of 28 s
+# in 300 TLM updates), so batches are padded to multiples of these (rows, length; output-layer rows)
+BF16_CPU_BUCKETS = (4, 16, 64)
+
+
+def bf16_on_cpu(x: Tensor) -> bool:
+    return x.dtype == torch.bfloat16 and x.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
 def sinusoidal_embeddings(n_pos: int, dim: int) -> Tensor:
@@ -67,6 +74,9 @@ class PredLayer(nn.Module):
         self.proj.weight = embeddings.weight
 
     def forward(self, x: Tensor) -> Tensor:
+        rows = x.size(0)
+        if x.dim() == 2 and bf16_on_cpu(self.proj.weight) and rows % BF16_CPU_BUCKETS[2]:
+            return self.proj(F.pad(x, (0, 0, 0, -rows % BF16_CPU_BUCKETS[2])))[:rows]
         return self.proj(x)
 
 
@@ -150,6 +160,10 @@ class XLMTransformer(nn.Module):
         ``cache`` (incremental decoding) ``tokens`` are the next steps, at positions ``cache.length`` on
         unless given. Returns the last layer's hidden states, B x T x C (zero at padding)."""
         bs, slen = tokens.size()
+        rows, length, _ = BF16_CPU_BUCKETS
+        off_bucket = bs % rows or slen % length or (src_enc is not None and src_enc.size(1) % length)
+        if cache is None and off_bucket and bf16_on_cpu(self.embeddings.weight):
+            return self._bucketed(tokens, langs, positions, causal, src_enc, src_padding_mask)
         padding_mask = tokens.eq(self.pad_index)
         # checked in Python, or on CPU, where reading a tensor costs nothing; on an accelerator a check
         # of given positions (TLM, decoding) would wait for the device at every forward
@@ -186,6 +200,25 @@ class XLMTransformer(nn.Module):
         if cache is not None:
             cache.advance(slen)
         return x
+
+    def _bucketed(self, tokens, langs, positions, causal, src_enc, src_padding_mask) -> Tensor:
+        """:meth:`forward` of a batch padded to the shape buckets of bf16 on CPU (rows and length; padding
+        is masked, so real positions are unchanged), cut back to its own shape."""
+        bs, slen = tokens.size()
+        extra_rows, extra_len = -bs % BF16_CPU_BUCKETS[0], -slen % BF16_CPU_BUCKETS[1]
+        tokens = F.pad(tokens, (0, extra_len, 0, extra_rows), value=self.pad_index)
+        if positions is not None:
+            positions = F.pad(positions.expand(bs, slen), (0, extra_len, 0, extra_rows))
+        if langs is not None:
+            langs = F.pad(langs, (0, extra_len, 0, extra_rows) if langs.dim() == 2 else (0, extra_rows))
+        if src_enc is not None:  # encoder-decoder attention reads one source per row
+            extra_src = -src_enc.size(1) % BF16_CPU_BUCKETS[1]
+            src_enc = F.pad(src_enc, (0, 0, 0, extra_src, 0, extra_rows))
+            src_padding_mask = F.pad(src_padding_mask, (0, extra_src, 0, extra_rows), value=True)
+        x = self.forward(
+            tokens, langs=langs, positions=positions, causal=causal, src_enc=src_enc, src_padding_mask=src_padding_mask
+        )
+        return x[:bs, :slen]
 
     def _stack(
         self,
