@@ -98,6 +98,9 @@ def test_bf16_on_cpu_pads_batches_to_shape_buckets(case):
     with MatmulRows() as rows_seen:
         logits = m.pred_layer(rows)
     assert rows_seen == [64]
+    with MatmulRows() as rows_seen:  # a decoder's B x T x C output: its rows, flattened
+        assert torch.equal(m.pred_layer(out).reshape(27, 50), logits)
+    assert rows_seen == [64]
     assert logits.shape == (27, 50) and torch.equal(logits, m.pred_layer(F.pad(rows, (0, 0, 0, 37)))[:27])
 
 

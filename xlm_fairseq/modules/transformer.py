@@ -74,9 +74,10 @@ class PredLayer(nn.Module):
         self.proj.weight = embeddings.weight
 
     def forward(self, x: Tensor) -> Tensor:
-        rows = x.size(0)
-        if x.dim() == 2 and bf16_on_cpu(self.proj.weight) and rows % BF16_CPU_BUCKETS[2]:
-            return self.proj(F.pad(x, (0, 0, 0, -rows % BF16_CPU_BUCKETS[2])))[:rows]
+        rows = x.shape[:-1].numel()
+        if bf16_on_cpu(self.proj.weight) and rows % BF16_CPU_BUCKETS[2]:  # on a bucket's rows, cut back
+            scores = self.proj(F.pad(x.reshape(rows, -1), (0, 0, 0, -rows % BF16_CPU_BUCKETS[2])))
+            return scores[:rows].view(*x.shape[:-1], -1)
         return self.proj(x)
 
 

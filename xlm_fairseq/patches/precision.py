@@ -38,12 +38,12 @@ def cpu_multiplies_bf16() -> bool:
     """Whether this CPU multiplies bf16 matrices in hardware (Intel AMX, Sapphire Rapids and later), where
     ``--bf16`` pretrains the recipes' LM 1.3x faster than fp32 with the same validation perplexity
     (bench/README.md); elsewhere torch emulates bf16 and it is slower."""
-    return torch.cpu._is_amx_tile_supported()
+    return getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()  # (torch's private check, 2.3 on)
 
 
 def hint_cpu_bf16(cfg) -> None:
-    """Say so when an XLM task trains in fp32 on a CPU that multiplies bf16 in hardware (as fairseq's
-    trainer does for --fp16 on GPUs that would gain from it)."""
+    """Say so when pretraining (``cross_lingual_lm``) runs in fp32 on a CPU that multiplies bf16 in hardware,
+    as fairseq's trainer does for --fp16 on GPUs that would gain from it."""
     common = cfg.common
     precise = not (common.bf16 or common.fp16 or common.memory_efficient_fp16 or common.amp)
     on_cpu = common.cpu or not torch.cuda.is_available()
