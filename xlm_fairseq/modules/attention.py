@@ -214,12 +214,14 @@ class MultiHeadAttention(nn.Module):
             allowed = visible if allowed is None else allowed & visible
         # (a compiled stack's attention is torch's: the compiler cannot trace our kernel's seed)
         on_cpu = x.device.type == "cpu" and not torch.compiler.is_compiling()
-        if on_cpu and (self.training and self.dropout > 0 or q.dtype != torch.float32):
-            if is_causal:
-                allowed = torch.ones(qlen, klen, dtype=torch.bool, device=x.device).tril()[None, None]
-        if on_cpu and self.training and self.dropout > 0:
+        with_dropout = on_cpu and self.training and self.dropout > 0
+        decoding = cache is not None and not is_causal and not self.training
+        by_matmuls = on_cpu and not with_dropout and (decoding or q.dtype != torch.float32)
+        if is_causal and (with_dropout or by_matmuls):  # our paths take the causal mask as a tensor
+            allowed = torch.ones(qlen, klen, dtype=torch.bool, device=x.device).tril()[None, None]
+        if with_dropout:
             context = CPUAttentionWithDropout.apply(q * self.head_dim**-0.5, k, v, allowed, self.dropout)
-        elif on_cpu and (cache is not None and not is_causal and not self.training or q.dtype != torch.float32):
+        elif by_matmuls:
             # two small matmuls: for a decoding step on CPU (a query or a beam's few per row) they cost less
             # than the flash kernel's tiling (fairseq-generate at 128 x 3, beam 5: ~15 % more sentences/s);
             # in bf16 the CPU flash kernel's backward pass is 5x slower than this (16 x 4 x 64^2: 4.8
