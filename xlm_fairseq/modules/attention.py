@@ -212,11 +212,11 @@ class MultiHeadAttention(nn.Module):
             allowed = keys if allowed is None else allowed & keys
         if visible is not None:
             allowed = visible if allowed is None else allowed & visible
-        # (a compiled stack's attention is torch's: the compiler cannot trace our kernel's seed)
-        on_cpu = x.device.type == "cpu" and not torch.compiler.is_compiling()
-        with_dropout = on_cpu and self.training and self.dropout > 0
+        on_cpu, drops = x.device.type == "cpu", self.training and self.dropout > 0
+        # (a compiled stack's attention with dropout is torch's: the compiler cannot trace our kernel's seed)
+        with_dropout = on_cpu and drops and not torch.compiler.is_compiling()
         decoding = cache is not None and not is_causal and not self.training
-        by_matmuls = on_cpu and not with_dropout and (decoding or q.dtype != torch.float32)
+        by_matmuls = on_cpu and not drops and (decoding or q.dtype != torch.float32)
         if is_causal and (with_dropout or by_matmuls):  # our paths take the causal mask as a tensor
             allowed = torch.ones(qlen, klen, dtype=torch.bool, device=x.device).tril()[None, None]
         if with_dropout:
