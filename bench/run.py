@@ -33,6 +33,7 @@ too (it changes nothing else for their tasks).
 
 import argparse
 import dataclasses
+import functools
 import os
 import runpy
 import shutil
@@ -192,6 +193,12 @@ def device_flags(device: str, precision: str):
     return (["--cpu"] if device == "cpu" else []) + PRECISION_FLAGS[precision]
 
 
+def at_precision(cmd, ours: str, peer: str):
+    """A peer's command in the peer's number format (``--peer-precision``) instead of ours'."""
+    rest = [arg for arg in cmd[1:] if arg not in PRECISION_FLAGS[ours]]
+    return cmd if ours == peer else [cmd[0], *PRECISION_FLAGS[peer], *rest]
+
+
 # ---- the run ---------------------------------------------------------------------------------
 
 
@@ -215,7 +222,7 @@ def measure_size(size_name, size, args, flags, repeats, windows):
     train = [tool("fairseq-train")]
     common = [*TRAIN_COMMON, *flags]
     # only the plugin takes back the --tpu that fairseq's parser derives from --bf16
-    peer_plugin = ["--user-dir", user_dir] if args.precision == "bf16" else []
+    peer_plugin = ["--user-dir", user_dir] if args.peer_precision == "bf16" else []
     pt = ["--tokens-per-sample", str(size.block), "--batch-size", str(size.blocks), *common,
           *size.dropout(size.lm_dropout), "--no-save"]
     ours_lm = [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "cross_lingual_lm", "--langs", "de,en",
@@ -249,6 +256,9 @@ def measure_size(size_name, size, args, flags, repeats, windows):
         unmt_compiled = unmt["ours_unmt_compiled"] = [*unmt["ours_unmt"], "--compile"]
         unmt_compiled[unmt_compiled.index("--save-dir") + 1] = str(ckpt / "ours_compiled")
 
+    as_peer = functools.partial(at_precision, ours=args.precision, peer=args.peer_precision)
+    for commands in (pretrain, unmt):
+        commands.update({name: as_peer(cmd) for name, cmd in commands.items() if name.startswith("peer")})
     runs = {}
     print("pretraining (input tokens/s)", flush=True)
     for _ in range(repeats):
@@ -261,9 +271,9 @@ def measure_size(size_name, size, args, flags, repeats, windows):
 
     # the peer for generation: a plain transformer, trained just long enough to have a checkpoint
     shutil.rmtree(ckpt / "peer", ignore_errors=True)
-    run_child([*train, str(paths["translation"]), *peer_plugin, "--task", "translation", "-s", "de", "-t", "en",
-               *size.peer_seq2seq(), *translation, "--max-update", "2",
-               "--save-dir", str(ckpt / "peer"), "--no-epoch-checkpoints"],
+    run_child(as_peer([*train, str(paths["translation"]), *peer_plugin, "--task", "translation", "-s", "de", "-t",
+                       "en", *size.peer_seq2seq(), *translation, "--max-update", "2",
+                       "--save-dir", str(ckpt / "peer"), "--no-epoch-checkpoints"]),
               work / "logs" / "peer_translation_train.log")
     gen = [tool("fairseq-generate"), *flags, "--batch-size", str(GEN_BATCH),
            "--max-len-a", "0", "--max-len-b", str(GEN_LEN), "--min-len", str(GEN_LEN),
@@ -276,9 +286,9 @@ def measure_size(size_name, size, args, flags, repeats, windows):
         generate[f"ours_generate_beam{beam}"] = [
             *gen, str(paths["ours"]), "--user-dir", user_dir, "--task", "translation_lm", "-s", "de", "-t", "en",
             "--path", str(ckpt / "ours" / "checkpoint_last.pt"), "--beam", str(beam)]
-        generate[f"peer_generate_beam{beam}"] = [
+        generate[f"peer_generate_beam{beam}"] = as_peer([
             *gen, str(paths["translation"]), "--task", "translation", "-s", "de", "-t", "en",
-            "--path", str(ckpt / "peer" / "checkpoint_last.pt"), "--beam", str(beam)]
+            "--path", str(ckpt / "peer" / "checkpoint_last.pt"), "--beam", str(beam)])
     print(f"fairseq-generate (sentences/s, every hypothesis {GEN_LEN} tokens)", flush=True)
     for _ in range(gen_repeats):
         for name, cmd in generate.items():
@@ -335,10 +345,13 @@ def main(argv=None):
     p.add_argument("--out", type=Path, default=None, help="default: bench/results/latest.json; on a GPU gpu-PREC.json")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--precision", choices=list(PRECISION_FLAGS), default="fp32", help="--fp16 / --bf16 on both sides")
+    p.add_argument("--peer-precision", choices=list(PRECISION_FLAGS), default=None,
+                   help="the peers' number format if not --precision (ours in bf16 against the peers' fastest: fp32)")
     p.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
                    help="also run ours with --compile (MLM, UNMT); auto: on a GPU, where it pays (bench/README)")
     args = p.parse_args(argv)
     args.compile = args.compile == "on" or (args.compile == "auto" and args.device == "cuda")
+    args.peer_precision = args.peer_precision or args.precision
     sizes = [name.strip() for name in args.sizes.split(",") if name.strip()]
     unknown = [name for name in sizes if name not in SIZES]
     if unknown or not sizes:
@@ -374,6 +387,7 @@ def main(argv=None):
         "mode": "quick" if args.quick else "full",
         "device": args.device,
         "precision": args.precision,
+        "peer_precision": args.peer_precision,
         "versions": versions(args.device),
     }
     tables = {name: table(figures, result["matmul_gflops"]) for name, figures in result["sizes"].items()}

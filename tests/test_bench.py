@@ -26,6 +26,16 @@ def test_the_benchmark_trains_with_the_recipes_optimiser(bench):
         assert flags[flags.index(option) + 1] == value, option
 
 
+def test_peers_run_in_their_own_number_format_when_asked(bench):
+    """--precision bf16 --peer-precision fp32: ours in bf16 against the peers' fastest setting on a CPU,
+    in one run. Every flag but the number format stays; by default the peers run in ours."""
+    train = ["fairseq-train", "data-bin", "--cpu", "--task", "masked_lm", "--max-update", "2"]
+    in_bf16 = [*train[:3], "--bf16", *train[3:]]
+    assert bench.at_precision(in_bf16, "bf16", "fp32") == train
+    assert bench.at_precision(in_bf16, "bf16", "bf16") == in_bf16
+    assert bench.at_precision(train, "fp32", "fp16") == [train[0], "--fp16", *train[1:]]
+
+
 def test_windows_count_input_tokens_of_every_objective(bench, data_bin):
     proc = fairseq(
         "train", data_bin, "--user-dir", ROOT / "xlm_fairseq", "--task", "cross_lingual_lm", "--langs", "de,en,ro",
