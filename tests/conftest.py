@@ -22,9 +22,13 @@ if DEVICE not in ("cpu", "cuda"):
 ON_DEVICE = ["--cpu"] if DEVICE == "cpu" else []
 # threads per process the tests start: the machine's 2 cores, or 1 under pytest-xdist's workers (the
 # suite runs with -n auto: two workers each running 1-thread processes keep both cores busy through the
-# many single-threaded stretches, imports and start-ups, where 2-thread processes one at a time idle one)
+# many single-threaded stretches, imports and start-ups, where 2-thread processes one at a time idle one).
+# Set in this process's environment, so that every process a test starts inherits it, whatever
+# environment the test builds: a 2-thread fairseq-train beside the other worker spins at OpenMP's
+# barriers (the tiny quickstart: 293 s against 72 s on 1 thread, with one busy core beside it).
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 THREADS = "1" if WORKERS > 1 else "2"
+os.environ["OMP_NUM_THREADS"] = THREADS
 if WORKERS > 1:
     import torch
 
@@ -37,7 +41,7 @@ optim_flags, read_optim_flags = OPTIM["optim_flags"], OPTIM["read_flags"]
 def run(cmd, ok=True, **kw):
     """Run a command (list); return CompletedProcess; on unexpected status show its output.
     ``env_extra``: environment variables to add."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=THREADS, **kw.pop("env_extra", {}))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **kw.pop("env_extra", {}))
     proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=kw.pop("cwd", ROOT), env=env, **kw)
     if ok and proc.returncode != 0:
         raise AssertionError(f"{cmd[0]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}")
@@ -89,7 +93,7 @@ SHARED = ROOT.parent / "shared" / "data"  # the project's real corpora, beside t
 
 def run_recipe(script, *args):
     """``bash recipes/SCRIPT ARGS`` with this environment's tools first on PATH."""
-    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", PYTHON=str(BIN / "python"), OMP_NUM_THREADS=THREADS)
+    env = dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", PYTHON=str(BIN / "python"))
     return subprocess.run(
         ["bash", ROOT / "recipes" / script, *map(str, args)], capture_output=True, text=True, env=env, cwd=ROOT
     )

@@ -19,8 +19,6 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from conftest import THREADS
-
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 SAMPLE = RECIPES / "data"
@@ -38,7 +36,7 @@ def env(**extra):
     (default: python, found there)."""
     e = dict(os.environ, PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     e.pop("PYTHON", None)
-    e.update(OMP_NUM_THREADS=THREADS, **extra)
+    e.update(**extra)
     return e
 
 

@@ -30,7 +30,7 @@ def _hf_cache(root, hf_dir, repo=REPO):
 
 
 def _env(tmp_path, **extra):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
     env.update(HF_HUB_CACHE=str(tmp_path / "hub"), XLM_FAIRSEQ_CACHE=str(tmp_path / "xlmcache"), **extra)
     return env
 

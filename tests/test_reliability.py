@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from conftest import BIN, PRETRAIN_ARGS, ROOT, THREADS, UNMT_ARGS, UNMT_STEPS, json_logs, run
+from conftest import BIN, PRETRAIN_ARGS, ROOT, UNMT_ARGS, UNMT_STEPS, json_logs, run
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +21,7 @@ TIMING = {"wps", "ups", "wall", "train_wall", "gb_free"}
 
 
 def _env():
-    return dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS=THREADS, PYTHONUNBUFFERED="1")
+    return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
 
 
 def _train_records(text):
