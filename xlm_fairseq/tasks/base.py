@@ -4,7 +4,7 @@
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Union
 
 import torch
 from fairseq.data import Dictionary, data_utils, indexed_dataset
@@ -21,6 +21,7 @@ from preprocess.pipeline import (
     subword_model_state,
 )
 from xlm_fairseq.assets import ModelAssets, init_from_lm
+from xlm_fairseq.cpu_threads import IdleCoreThreads
 from xlm_fairseq.data.dictionary import (
     check_shards_agree,
     data_shards,
@@ -56,6 +57,13 @@ class XLMDataConfig(FairseqDataclass):
     no_tf32: bool = field(
         default=False,
         metadata={"help": "fp32 matmuls in full fp32 under CUDA (default: TF32 tensor cores, as on Ampere and later)"},
+    )
+    fixed_cpu_threads: bool = field(
+        default=False,
+        metadata={
+            "help": "on a CPU, keep torch's thread count (default, when training or decoding: fewer threads while "
+            "other processes keep cores busy, back up when they are idle again; never more than at the start)"
+        },
     )
 
 
@@ -114,6 +122,7 @@ class XLMDataTask(FairseqTask):
         # command line) know the language ids of a model
         self.state.add_factory("langs", lambda: list(self.langs))
         self._pipeline_cache = None
+        self._cpu_threads: Union[IdleCoreThreads, bool, None] = None  # False: threads left alone
 
     @property
     def dictionary(self) -> Dictionary:
@@ -129,6 +138,19 @@ class XLMDataTask(FairseqTask):
         except UserError:  # a data-bin without its subword model: the checkpoint carries none either
             return None
         return subword_model_state(pipeline) if pipeline is not None else None
+
+    def optimizer_step(self, optimizer, model, update_num):
+        super().optimizer_step(optimizer, model, update_num)
+        self.follow_idle_cores(model)
+
+    def follow_idle_cores(self, model) -> None:
+        """On a CPU, torch's thread count follows the cores other processes leave idle
+        (xlm_fairseq/cpu_threads.py); called once per update and once per decoded batch."""
+        if self._cpu_threads is None and not getattr(self.cfg, "fixed_cpu_threads", False):
+            on_cpu = next(model.parameters()).device.type == "cpu"
+            self._cpu_threads = IdleCoreThreads() if on_cpu else False
+        if self._cpu_threads:
+            self._cpu_threads.follow()
 
     def build_model(self, cfg, from_checkpoint=False):
         source = getattr(self.dictionary, "source_file", None) or os.path.join(self.data_dir, DICT_FILE)
