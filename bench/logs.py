@@ -6,6 +6,8 @@ import re
 TRAIN_INNER = re.compile(r"\| train_inner \| (\{.*\})")
 # the plugin's --compile line: graphs so far and seconds spent compiling so far (xlm_fairseq/modules/compiled.py)
 COMPILED = re.compile(r"torch\.compile: .*\((\d+) graphs in this process, ([\d.]+) s of compiling so far\)")
+# the plugin's line when it changes torch's CPU threads for other busy processes (xlm_fairseq/cpu_threads.py)
+THREADS_CHANGED = re.compile(r"CPU threads \d+ -> \d+: ")
 GENERATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s \(([\d.]+) sentences/s")
 
 

@@ -38,13 +38,14 @@ import os
 import runpy
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from flops import matmul_flops  # a script's siblings: its directory is the first on sys.path
-from logs import GENERATED, compile_stats, train_windows
+# a script's siblings: its directory is the first on sys.path
+from children import BenchError, busy_processes, run_child, tool
+from flops import matmul_flops
+from logs import GENERATED, THREADS_CHANGED, compile_stats, train_windows
 from report import finish, table, versions
 from sizes import SIZES, mlm_flops_per_token, translation_flops_per_target_token
 
@@ -52,7 +53,6 @@ ROOT = Path(__file__).resolve().parents[1]
 # the recipes' shared optimiser (recipes/lib/optim.flags), read by its one reader, loaded by its path
 optim_flags = runpy.run_path(str(ROOT / "recipes" / "lib" / "optim.py"))["optim_flags"]
 SAMPLE = ROOT / "recipes" / "data" / "en-de"
-BIN = Path(sys.executable).parent  # fairseq-train etc. of the interpreter that runs the benchmark
 
 
 
@@ -63,30 +63,6 @@ TRAIN_COMMON = [
     "--num-workers", "0", "--seed", "1", "--log-format", "json", "--disable-validation",
     *optim_flags(lr=1e-4, warmup_updates=100),
 ]
-
-
-class BenchError(RuntimeError):
-    pass
-
-
-def tool(name):
-    path = BIN / name
-    return str(path) if path.exists() else (shutil.which(name) or name)
-
-
-def run_child(cmd, log_path, env=None):
-    """Run a command to completion; returns (combined output, peak RSS in MiB, seconds)."""
-    start = time.perf_counter()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    seconds = time.perf_counter() - start
-    text = Path(log_path).read_text(errors="replace")
-    if proc.returncode != 0:
-        tail = "\n".join(text.splitlines()[-15:])
-        raise BenchError(f"{' '.join(cmd[:3])} ... failed (exit {proc.returncode}); log {log_path}:\n{tail}")
-    return text, usage.ru_maxrss / 1024.0, seconds
 
 
 # ---- data ------------------------------------------------------------------------------------
@@ -166,7 +142,7 @@ def measure_training(name, cmd, work, runs):
         for key in ("tokens_per_s", "sentences_per_s", "tokens_per_update")
     }
     run.update(peak_rss_mib=rss, windows=len(windows), seconds=round(seconds, 1))
-    run.update(compile_stats(text))
+    run.update(compile_stats(text), thread_changes=len(THREADS_CHANGED.findall(text)))
     runs[name].append(run)
     print(f"  {name:<28} {run['tokens_per_s']:9.1f} tok/s {run['sentences_per_s']:8.2f} sent/s "
           f"{rss:7.0f} MiB  ({len(windows)} windows, {seconds:.0f} s)", flush=True)
@@ -349,6 +325,8 @@ def main(argv=None):
                    help="the peers' number format if not --precision (ours in bf16 against the peers' fastest: fp32)")
     p.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
                    help="also run ours with --compile (MLM, UNMT); auto: on a GPU, where it pays (bench/README)")
+    p.add_argument("--beside-busy", type=int, default=0, metavar="N",
+                   help="measure beside N processes that keep a core busy each, as another job on the machine would")
     args = p.parse_args(argv)
     args.compile = args.compile == "on" or (args.compile == "auto" and args.device == "cuda")
     args.peer_precision = args.peer_precision or args.precision
@@ -375,7 +353,8 @@ def main(argv=None):
     peak = matmul_flops(args.device, args.precision)
     print(f"bench: reference matmul (4096x256 @ 256x1024, {args.precision}): {peak / 1e9:.1f} GFLOP/s", flush=True)
     peak_at_start = peak
-    per_size = {name: measure_size(name, SIZES[name], args, flags, repeats, windows) for name in sizes}
+    with busy_processes(args.beside_busy):
+        per_size = {name: measure_size(name, SIZES[name], args, flags, repeats, windows) for name in sizes}
     # the machine's matmul rate drifts (shared cores): measured again at the end, the higher counts
     peak = max(peak, matmul_flops(args.device, args.precision))
     print(f"  reference matmul again: {peak / 1e9:.1f} GFLOP/s (at start {peak_at_start / 1e9:.1f})", flush=True)
@@ -388,6 +367,7 @@ def main(argv=None):
         "device": args.device,
         "precision": args.precision,
         "peer_precision": args.peer_precision,
+        "beside_busy": args.beside_busy,
         "versions": versions(args.device),
     }
     tables = {name: table(figures, result["matmul_gflops"]) for name, figures in result["sizes"].items()}

@@ -23,8 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-from report import finish, versions  # a script's siblings: its directory is the first on sys.path
-from run import GEN_BATCH, GEN_LEN, GENERATED, TRAIN_COMMON, BenchError, prepare_data, run_child, tool
+# a script's siblings: its directory is the first on sys.path
+from children import BenchError, run_child, tool
+from report import finish, versions
+from run import GEN_BATCH, GEN_LEN, GENERATED, TRAIN_COMMON, prepare_data
 from sizes import SIZES
 
 ROOT = Path(__file__).resolve().parents[1]
