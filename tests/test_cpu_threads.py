@@ -36,6 +36,10 @@ def test_threads_follow_the_cores_other_processes_leave_idle(tmp_path):
     threads = IdleCoreThreads()
     threads.max_threads, threads.cpus = 2, [0, 1]
     assert [threads.threads_for(cores) for cores in (0.0, 0.3, 0.6, 1.0, 1.4, 1.6, 3.0)] == [2, 2, 1, 1, 1, 1, 1]
+    assert [threads.held_cores(cores) for cores in (0.0, 0.3, 0.6, 1.4, 1.6, 3.0)] == [0, 0, 1, 1, 2, 2]
+    threads.cpus = list(range(16))  # 2 threads of 16 cores: one busy core takes nothing from them
+    assert threads.threads_for(1.0) == 2 and threads.threads_for(14.6) == 1
+    threads.cpus = [0, 1]
     threads.max_threads = 1  # never more than at the start (OMP_NUM_THREADS)
     assert threads.threads_for(0.0) == 1
     ticks = threads.tick_seconds
@@ -82,3 +86,12 @@ def test_fairseq_train_gives_a_busy_core_back_unless_told_not_to(data_bin, tmp_p
     # what bench/run.py counts in ours' logs (a run that gave cores back is marked in its results)
     changed = runpy.run_path(str(ROOT / "bench" / "logs.py"))["THREADS_CHANGED"]
     assert changed.findall(governed.stdout + governed.stderr) and not changed.findall(fixed.stdout + fixed.stderr)
+
+
+def test_without_linux_proc_threads_stay(monkeypatch):
+    """macOS and Windows have no sched_getaffinity and no /proc: nothing read, nothing changed."""
+    monkeypatch.delattr(os, "sched_getaffinity")
+    threads = IdleCoreThreads(interval=0.0)
+    before = torch.get_num_threads()
+    threads.follow()
+    assert threads.last is None and threads.cpus == [] and torch.get_num_threads() == before

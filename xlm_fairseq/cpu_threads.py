@@ -49,9 +49,10 @@ class IdleCoreThreads:
     def __init__(self, interval: float = INTERVAL_SECONDS, clock=time.monotonic):
         self.interval, self.clock = interval, clock
         self.max_threads = torch.get_num_threads()
-        self.cpus = sorted(os.sched_getaffinity(0))
-        self.tick_seconds = 1.0 / os.sysconf("SC_CLK_TCK")
-        self.last: Optional[Tuple[float, int, int]] = self._reading()
+        linux = hasattr(os, "sched_getaffinity")  # elsewhere there is no /proc to read: threads stay
+        self.cpus = sorted(os.sched_getaffinity(0)) if linux else []
+        self.tick_seconds = 1.0 / os.sysconf("SC_CLK_TCK") if linux else 0.0
+        self.last: Optional[Tuple[float, int, int]] = self._reading() if linux else None
 
     def _reading(self) -> Optional[Tuple[float, int, int]]:
         try:
@@ -65,9 +66,11 @@ class IdleCoreThreads:
         others = (after[1] - before[1]) - (after[2] - before[2])
         return max(0.0, others * self.tick_seconds / seconds)
 
+    def held_cores(self, others_cores: float) -> int:
+        return min(len(self.cpus), int(others_cores + 1 - HELD_CORE))
+
     def threads_for(self, others_cores: float) -> int:
-        held = int(others_cores + 1 - HELD_CORE)
-        return max(1, min(self.max_threads, len(self.cpus) - held))
+        return max(1, min(self.max_threads, len(self.cpus) - self.held_cores(others_cores)))
 
     def follow(self) -> None:
         if self.max_threads <= 1 or self.last is None or self.clock() - self.last[0] < self.interval:
@@ -76,11 +79,12 @@ class IdleCoreThreads:
         if now is None:
             self.last = None
             return
-        threads = self.threads_for(self.others_cores(self.last, now))
+        others = self.others_cores(self.last, now)
+        threads = self.threads_for(others)
         self.last = now
         if threads != torch.get_num_threads():
             logger.info(
                 "CPU threads %d -> %d: other processes keep %d of %d cores busy",
-                torch.get_num_threads(), threads, len(self.cpus) - threads, len(self.cpus),
+                torch.get_num_threads(), threads, self.held_cores(others), len(self.cpus),
             )  # fmt: skip
             torch.set_num_threads(threads)
