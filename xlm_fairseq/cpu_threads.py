@@ -1,12 +1,12 @@
-"""CPU threads that give way to other busy processes while training.
+"""CPU threads that give way to other busy processes while training or decoding.
 
 torch runs its CPU kernels on OpenMP threads, about one per core, which spin at the end of every
 parallel region until all of them have finished. While another process keeps one of the cores busy,
 one thread is descheduled in every region and the others spin waiting for it: at the recipes' size
 MLM pretraining on 2 cores ran 1,903 tokens/s beside one busy process, against 14,000 on one thread
-and 21,800 with the machine to itself (bench/README.md, "Sharing the CPU").
+and 21,800 with the machine to itself (bench/README.md, "Sharing the CPU with another job").
 
-So, while a task trains on a CPU, every few seconds :class:`IdleCoreThreads` reads from Linux's
+So, while a task trains or decodes on a CPU, every few seconds :class:`IdleCoreThreads` reads from Linux's
 ``/proc`` how much time other processes took on this process's cores, and sets torch's thread count
 to the cores they leave idle: never below 1, never above what it was at the start (torch's default,
 or ``OMP_NUM_THREADS``). Where ``/proc`` cannot be read it does nothing."""
@@ -58,7 +58,7 @@ class IdleCoreThreads:
         try:
             return self.clock(), cpu_busy_ticks(self.cpus), own_ticks()
         except (OSError, ValueError, IndexError):
-            return None  # no /proc (not Linux): leave torch's threads alone
+            return None  # /proc unreadable here: leave torch's threads alone
 
     def others_cores(self, before, after) -> float:
         """Cores' worth of time that other processes took between two readings."""
