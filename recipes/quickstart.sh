@@ -24,8 +24,8 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised] [--test PREFIX] [--p
   --test PREFIX   also score raw PREFIX.de / PREFIX.en (line-aligned, your own held-out text), beside
                   copying its source; the shipped test set is scored in any case
   --precision P   pretraining's number format: auto (default: bf16 where the CPU multiplies bf16 in hardware,
-                  Intel AMX, which pretrains 1.3x faster at the same perplexity; else fp32), fp32 or bf16;
-                  translation trains in fp32 either way
+                  with Intel AMX or AVX-512 BF16 (AMD Zen 4), which pretrains 1.3-1.9x faster at the same
+                  perplexity; else fp32), fp32 or bf16; translation trains in fp32 either way
   --fresh         delete the work directory's previous results first
   --work-dir DIR  where data-bin, checkpoints and outputs go (default: runs/quickstart[-tiny][-unsupervised])
 

@@ -276,15 +276,15 @@ def test_cpu_run_clips_on_a_machine_with_a_gpu(monkeypatch):
     assert abs(total.item() - 5.0) < 1e-4
 
 
-@pytest.mark.parametrize("amx", [True, False])
-def test_fp32_pretraining_on_a_cpu_with_amx_names_bf16(amx, monkeypatch, caplog):
-    """Where the CPU multiplies bf16 in hardware, fp32 pretraining on it says that --bf16 is faster (once,
-    at start-up); not in bf16, not for translation, not on other CPUs."""
+@pytest.mark.parametrize("hardware", ["AMX", "AVX-512 BF16", ""])
+def test_fp32_pretraining_on_a_cpu_that_multiplies_bf16_names_bf16(hardware, monkeypatch, caplog):
+    """Where the CPU multiplies bf16 in hardware (AMX or AVX-512 BF16), fp32 pretraining on it says that
+    --bf16 is faster (once, at start-up); not in bf16, not for translation, not on other CPUs."""
     from types import SimpleNamespace
 
     from xlm_fairseq.patches import precision
 
-    monkeypatch.setattr(precision, "cpu_multiplies_bf16", lambda: amx)
+    monkeypatch.setattr(precision, "cpu_bf16_hardware", lambda: hardware)
 
     def cfg(task, bf16=False):
         common = SimpleNamespace(cpu=True, bf16=bf16, fp16=False, memory_efficient_fp16=False, amp=False)
@@ -293,10 +293,26 @@ def test_fp32_pretraining_on_a_cpu_with_amx_names_bf16(amx, monkeypatch, caplog)
     caplog.set_level("INFO", logger=precision.__name__)
     for args in (("cross_lingual_lm",), ("cross_lingual_lm", True), ("translation_lm",)):
         precision.hint_cpu_bf16(cfg(*args))
-    hints = [r.getMessage() for r in caplog.records if "AMX" in r.getMessage()]
-    assert hints == (
-        ["this CPU multiplies bf16 in hardware (AMX): --bf16 pretrains ~1.3x faster (bench/README.md)"] if amx else []
-    )
+    hints = [r.getMessage() for r in caplog.records if "bf16 in hardware" in r.getMessage()]
+    expected = f"this CPU multiplies bf16 in hardware ({hardware}): --bf16 pretrains faster (bench/README.md)"
+    assert hints == ([expected] if hardware else [])
+
+
+def test_cpu_bf16_hardware_reads_torchs_checks(monkeypatch):
+    """AMX first (its CPUs have AVX-512 BF16 too), then AVX-512 BF16; neither, or a torch without the
+    checks: none, so that --precision auto keeps fp32 where bf16 is emulated."""
+    import torch
+
+    from xlm_fairseq.patches import precision
+
+    for amx, avx512_bf16, expected in ((True, True, "AMX"), (False, True, "AVX-512 BF16"), (False, False, "")):
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda amx=amx: amx)
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=avx512_bf16: v)
+        assert precision.cpu_bf16_hardware() == expected
+        assert precision.cpu_multiplies_bf16() is bool(expected)
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
+    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
+    assert precision.cpu_bf16_hardware() == ""
 
 
 def test_bf16_master_weights_are_one_flat_tensor_and_runs_resume_across_layouts(data_bin, tmp_path):
