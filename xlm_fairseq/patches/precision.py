@@ -36,10 +36,11 @@ def bf16_without_tpu(cfg) -> None:
 
 def cpu_bf16_hardware() -> str:
     """The instructions with which this CPU multiplies bf16 matrices in hardware: "AMX" (Intel Sapphire
-    Rapids and later), "AVX-512 BF16" (AMD Zen 4 and later; Intel Cooper Lake's is not measured), or "" where
-    torch emulates bf16 and it is slower than fp32. With either, ``--bf16`` pretrains the recipes' LM faster than fp32
-    at the same validation perplexity: 1.3x with AMX, whose fp32 products are fast already, 1.7-1.9x with
-    AVX-512 BF16 on AMD Zen 4, whose bf16 products run 4x its fp32 ones (bench/README.md)."""
+    Rapids and later), "AVX-512 BF16" (AMD Zen 4 and later; Intel Cooper Lake's is not measured), or ""
+    where torch emulates bf16 and it is slower than fp32. With either, ``--bf16`` pretrains the recipes'
+    LM faster than fp32 at the same validation perplexity: 1.3x with AMX, whose fp32 products are fast
+    already, 1.7-1.9x with AVX-512 BF16 on AMD Zen 4, whose bf16 products run 4x its fp32 ones
+    (bench/README.md)."""
     cpu = torch.cpu  # (torch's private checks, 2.3 on)
     if getattr(cpu, "_is_amx_tile_supported", lambda: False)():
         return "AMX"
