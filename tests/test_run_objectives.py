@@ -90,8 +90,14 @@ def test_summed_loop_returns_each_objectives_mean_times_the_first_size(lm, keys)
     got = [p.grad.clone() for p in model.parameters()]
     model.zero_grad()
     expected.backward()
-    for a, p in zip(got, model.parameters()):  # float32 sums by two cross-entropy implementations: rounding
-        assert torch.allclose(a, p.grad, rtol=1e-4, atol=max(1e-7, 1e-6 * float(p.grad.abs().max())))
+    largest = max(float(p.grad.abs().max()) for p in model.parameters())
+    for (name, p), a in zip(model.named_parameters(), got):
+        if name.endswith("k_lin.bias"):
+            # the softmax ignores a constant per query, so keys' biases get a zero gradient: in both loops
+            # only rounding of the other gradients' size (1e-7 of a largest 33, its order of sums varying)
+            assert float(a.abs().max()) <= 1e-6 * largest and float(p.grad.abs().max()) <= 1e-6 * largest, name
+        else:  # float32 sums by two cross-entropy implementations: rounding
+            assert torch.allclose(a, p.grad, rtol=1e-4, atol=max(1e-7, 1e-6 * float(p.grad.abs().max()))), name
     model.zero_grad()
 
 
