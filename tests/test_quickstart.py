@@ -83,6 +83,7 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     bf16 = cpu_multiplies_bf16()
     assert f"'bf16': {bf16}," in pretrain_log and "'bf16': False," in (work / "logs" / "translate.log").read_text()
     assert f"64 dims x 2 layers, {'bf16' if bf16 else 'fp32'}, " in proc.stdout
+    assert "translation_lm initialised from the LM, fp32, " in proc.stdout
     assert "3/4 semi-supervised MT (MT on 1000 pairs + AE + back-translation" in proc.stdout  # says which ran
     # never silent while a stage trains: the update and the budget left (recipes/lib/progress.py)
     assert re.search(r"^   \d+ min: update \d+, \d+ of \d+ min left; ", proc.stdout, re.M), proc.stdout[-3000:]
@@ -125,9 +126,11 @@ def test_quickstart_unsupervised_is_its_own_run(tmp_path):
     the other kind is refused at stage 1 and, once its marker is gone, redone with the stale
     checkpoints set aside."""
     work = tmp_path / "qs"
-    proc = _run(["--tiny", "--unsupervised", "--work-dir", str(work)])
+    proc = _run(["--tiny", "--unsupervised", "--work-dir", str(work), "--precision", "bf16"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2/4 MLM pretraining: cross_lingual_lm, --mlm-steps en,de," in proc.stdout
+    # both stages in the number format asked for: back-translation gains from bf16, unlike MT
+    assert "translation_lm initialised from the LM, bf16, " in proc.stdout
     assert re.search(r"unpaired: \d+ en lines, \d+ de lines", proc.stdout), proc.stdout[-3000:]
     assert "3/4 unsupervised MT (AE + back-translation on monolingual text only)" in proc.stdout
     trained = [line for line in proc.stdout.splitlines() if line.startswith("   trained to update")]
@@ -137,6 +140,7 @@ def test_quickstart_unsupervised_is_its_own_run(tmp_path):
     assert "'mlm_steps': 'en,de'" in pretrain and "tlm_" not in pretrain
     log = (work / "logs" / "translate.log").read_text()
     assert "'mt_steps': ''" in log and "'bt_steps': 'en-de-en,de-en-de'" in log
+    assert "'bf16': True," in pretrain and "'bf16': True," in log
     semi = _run(["--tiny", "--work-dir", str(work)])
     assert semi.returncode == 2 and "stage preprocess was completed with other options" in semi.stderr
     # redone by deleting its marker: the unsupervised checkpoints are set aside, not resumed from
