@@ -115,13 +115,15 @@ PRETRAIN_PRECISION=(); [ "$PRECISION" = bf16 ] && PRETRAIN_PRECISION=(--bf16)
 # mostly greedy back-translation, which bf16 speeds more (20 % more updates in the same minutes, valid BLEU
 # up +0.4 / +0.5), and its BLEU still climbs with every update (recipes/README.md, --unsupervised)
 TRANSLATE_PRECISION=(); TRANSLATE_FORMAT=fp32
-[ "$SUPERVISION" = unsupervised ] && { TRANSLATE_PRECISION=("${PRETRAIN_PRECISION[@]}"); TRANSLATE_FORMAT=$PRECISION; }
-if [ "$SUPERVISION" = unsupervised ] && [ "$TINY" = 0 ]; then
+if [ "$SUPERVISION" = unsupervised ]; then
+  TRANSLATE_PRECISION=("${PRETRAIN_PRECISION[@]}"); TRANSLATE_FORMAT=$PRECISION
   # without pairs translation climbs with every AE + BT update, and in bf16 LMs of 7, 11 and 16
   # minutes did alike at the same update: 7 + 20 minutes (+2.6 / +2.0 over copying) rather than 16 + 11
   # (+0.7 / +0.2). In fp32 7 minutes make a third of those LM updates, untried: it keeps 16 + 11
   # (recipes/README.md, "The quickstart's runs", --unsupervised)
-  if [ "$PRECISION" = bf16 ]; then PT_HOURS=0.12; MT_HOURS=0.34; else PT_HOURS=0.27; MT_HOURS=0.19; fi
+  if [ "$TINY" = 1 ]; then :
+  elif [ "$PRECISION" = bf16 ]; then PT_HOURS=0.12; MT_HOURS=0.34
+  else PT_HOURS=0.27; MT_HOURS=0.19; fi
 fi
 
 if [ -n "$TEST" ]; then
