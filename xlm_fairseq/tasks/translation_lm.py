@@ -13,6 +13,8 @@ default one fairseq update is one iteration: each objective with a non-zero weig
 style). ``--step-per-objective`` is XLM's loop: one update per objective, so each gets its own Adam
 step, gradient clipping and LR-schedule step. Lambda schedules count iterations in both modes.
 Training sentences with a side over ``--max-sentence-len`` (100) subwords are dropped (XLM --max_len).
+``--bt-vocab-min-share`` (not XLM's; off by default) writes each back-translation only with words its
+language's train text holds a share of: a joint vocabulary otherwise lets UNMT copy source words.
 
 With ``-s SRC -t TGT`` (fairseq-generate / fairseq-interactive) the task serves that one direction.
 """
@@ -29,12 +31,13 @@ from fairseq.data import LanguagePairDataset, PrependTokenDataset
 
 from preprocess.langs import parse_steps
 from xlm_fairseq.data import ObjectiveZipDataset
-from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, add_langs, cut_to_positions
+from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, cut_to_positions
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.evaluation.bleu import batch_bleu_stats, reduce_bleu
-from xlm_fairseq.generation import XLMSequenceGenerator, generate_greedy
+from xlm_fairseq.generation import XLMSequenceGenerator
 from xlm_fairseq.objectives import MAX_DRAWS_PER_FAMILY, Objective, bare_model, lambda_schedule
 from xlm_fairseq.tasks import register_task_replacing
+from xlm_fairseq.tasks.back_translation import BackTranslation
 from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
 
 logger = logging.getLogger(__name__)
@@ -58,6 +61,15 @@ class TranslationLMConfig(XLMTaskConfig):
         metadata={"help": "back-translation length limit int(a * L + b), L and the limit counting both </s> (XLM's)"},
     )
     bt_max_len_b: int = field(default=5, metadata={"help": "back-translation length limit: see --bt-max-len-a"})
+    bt_vocab_min_share: float = field(
+        default=0.0,
+        metadata={
+            "help": "back-translation writes a language only with the words of which it holds at least this "
+            "share (the word's frequency in its train text over the sum of its frequencies in every language's): "
+            "0.05 keeps the source language's words out of the generated side, which a joint vocabulary otherwise "
+            "fills with copies; 0: every word, as XLM"
+        },
+    )
     valid_lang_pairs: str = field(
         default="",
         metadata={"help": "directions validated (loss and BLEU) on valid parallel data; default: all trained ones"},
@@ -77,7 +89,7 @@ class TranslationLMConfig(XLMTaskConfig):
 
 
 @register_task_replacing("translation_lm", dataclass=TranslationLMConfig)
-class TranslationLMTask(XLMTask):
+class TranslationLMTask(BackTranslation, XLMTask):
     cfg: TranslationLMConfig
     model_kind = "translation"
 
@@ -90,6 +102,9 @@ class TranslationLMTask(XLMTask):
             "mt": lambda_schedule(cfg.lambda_mt, "lambda-mt"),
         }
         self._valid_generator = None
+        self.bt_word_bias: Dict[int, torch.Tensor] = {}  # --bt-vocab-min-share: target language id -> bias
+        if not 0 <= cfg.bt_vocab_min_share < 1:
+            raise XLMUserError(f"--bt-vocab-min-share: {cfg.bt_vocab_min_share} is not a share in [0, 1)")
         if self.langs:
             self._check_steps()
 
@@ -188,6 +203,8 @@ class TranslationLMTask(XLMTask):
                 datasets[Objective("mt", (a, b)).key] = self.direction_dataset(split, a, b, epoch)
             if not datasets:
                 raise XLMUserError("nothing to train: give --ae-steps, --bt-steps and/or --mt-steps")
+            if self.cfg.bt_vocab_min_share > 0 and self.bt_steps:
+                self._bt_words(split, epoch)
         else:
             for a, b in self.valid_directions:
                 d_src, d_tgt, path = self._pair_datasets(split, a, b)
@@ -259,53 +276,6 @@ class TranslationLMTask(XLMTask):
         model = super().build_model(cfg, from_checkpoint)
         self.max_source_positions = model.encoder.max_positions()  # inputs to translate are cut to it
         return model
-
-    def back_translate(self, model, batch, src_lang_id: int, mid_lang_id: int) -> Dict:
-        """XLM's online BT: greedy translation src->mid with the model in eval mode and no gradient;
-        returns the training batch mid->src (generated sentences as source, originals as target).
-
-        Decoding is the model's own greedy loop (XLM's ``generate``): XLM's length limit
-        int(a * L + b) with L the longest source of the batch (its two ``</s>`` counted), which
-        holds the two ``</s>`` of the output too, so at most int(a * L + b) - 2 words; an empty
-        translation is allowed, as in XLM. The same words as fairseq-generate --beam 1 --min-len 0
-        --max-len-a a --max-len-b (b - 2), without a beam search's bookkeeping."""
-        model = bare_model(model)
-        was_training = model.training
-        model.eval()
-        net_input = batch["net_input"]
-        src_tokens = net_input["src_tokens"]
-        max_len = min(
-            int(self.cfg.bt_max_len_a * src_tokens.size(1) + self.cfg.bt_max_len_b) - 2,
-            model.max_decoder_positions() - 1,
-        )
-        with torch.inference_mode():
-            encoder_out = model.encoder(src_tokens, src_langs=net_input["src_langs"])
-            mid_langs = torch.full((src_tokens.size(0),), mid_lang_id, dtype=torch.long, device=src_tokens.device)
-            tokens, lengths = generate_greedy(
-                model.decoder.transformer,
-                encoder_out["encoder_out"][0],
-                encoder_out["encoder_padding_mask"][0],
-                mid_langs,
-                max_len,
-                self.dictionary.eos(),
-            )
-        model.train(was_training)
-        # the batch mid -> src, built where the model is: </s> + each translation as source (one read
-        # of the longest length per batch trims the padding), the original sentences as target
-        eos_column = tokens.new_full((tokens.size(0), 1), self.dictionary.eos())
-        source = torch.cat([eos_column, tokens[:, : int(lengths.max())]], dim=1)
-        new = {
-            "id": batch["id"],
-            "nsentences": batch["nsentences"],
-            "ntokens": batch["ntokens"],
-            "net_input": {
-                "src_tokens": source,
-                "src_lengths": lengths + 1,
-                "prev_output_tokens": net_input["prev_output_tokens"],
-            },
-            "target": batch["target"],
-        }
-        return add_langs(new, mid_lang_id, src_lang_id)
 
     # ---- objective schedule ----------------------------------------------------------------
 
