@@ -205,7 +205,7 @@ def test_back_translation_can_keep_to_the_words_of_the_language_it_writes(unmt, 
     English's most frequent words are closed to German and open to English, German's the other way;
     the generated German holds none of its closed words, where the same model without the option, made
     to favour an English word, writes it in every sentence: the option is what keeps it out."""
-    from xlm_fairseq.data.translation import word_counts
+    from preprocess.binarize import count_dataset_ids
 
     ckpt = _stopping_later(unmt[0] / "checkpoint_last.pt", tmp_path / "checkpoint.pt")
     model, task = _load(ckpt, data_bin, bt_vocab_min_share=0.05)
@@ -215,7 +215,7 @@ def test_back_translation_can_keep_to_the_words_of_the_language_it_writes(unmt, 
     closed = {lang: torch.isinf(task.bt_word_bias[i]) for lang, i in ids.items()}
     freq = {}
     for lang in ("en", "de", "ro"):
-        counts = torch.from_numpy(word_counts(task._load(task._path("train", lang)), len(d)))
+        counts = torch.from_numpy(count_dataset_ids(task._path("train", lang), len(d)))
         freq[lang] = counts / counts.sum()
     for lang, other in (("en", "de"), ("de", "en")):
         only = freq[lang].gt(0) & freq[other].eq(0) & freq["ro"].eq(0)  # words of this text alone

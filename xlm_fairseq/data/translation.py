@@ -72,14 +72,6 @@ def add_langs(batch, src_lang_id, tgt_lang_id):
     return batch
 
 
-def word_counts(dataset, vocab_size: int) -> np.ndarray:
-    """How often each word of the dictionary occurs in a dataset of token tensors."""
-    counts = np.zeros(vocab_size, dtype=np.int64)
-    for i in range(len(dataset)):
-        counts += np.bincount(dataset[i].numpy(), minlength=vocab_size)[:vocab_size]
-    return counts
-
-
 def words_of_each_language(
     counts: Dict[int, np.ndarray], min_share: float, keep: Sequence[int]
 ) -> Dict[int, torch.Tensor]:

@@ -6,8 +6,10 @@ from collections import OrderedDict
 from typing import Dict
 
 import torch
+from fairseq.data import indexed_dataset
 
-from xlm_fairseq.data.translation import add_langs, word_counts, words_of_each_language
+from preprocess.binarize import count_dataset_ids
+from xlm_fairseq.data.translation import add_langs, words_of_each_language
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.generation import generate_greedy
 from xlm_fairseq.objectives import bare_model
@@ -71,9 +73,9 @@ class BackTranslation:
         """--bt-vocab-min-share: each back-translation target's open words, from every language's text."""
         counts, n_words = {}, len(self.dictionary)
         for lang in self.langs:
-            text = self._load(self._path(split, lang, epoch))
-            if text is not None:
-                counts[self.lang2id[lang]] = word_counts(text, n_words)
+            path = self._path(split, lang, epoch)
+            if indexed_dataset.dataset_exists(path, impl="mmap"):  # read in blocks, not loaded as a dataset
+                counts[self.lang2id[lang]] = count_dataset_ids(path, n_words)
         keep = [self.dictionary.eos(), self.dictionary.unk()]
         self.bt_word_bias = words_of_each_language(counts, self.cfg.bt_vocab_min_share, keep)
         for _, mid, _ in self.bt_steps:
