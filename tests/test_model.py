@@ -153,6 +153,37 @@ def test_incremental_decoding_matches_full_forward(capacity):
     assert torch.allclose(full, torch.cat(steps, dim=1), atol=1e-5)
 
 
+def test_bf16_decoding_steps_attend_in_fp32_and_match_the_full_pass():
+    """In bf16 on CPU a decoding step attends in fp32 from fp32 caches (oneDNN's bf16 matmuls of one query
+    per row cost more), its self-attention projected by one fused q/k/v matrix: the steps give the states
+    of one bf16 causal pass, and of an fp32 pass with the same weights, within bf16 rounding."""
+    from xlm_fairseq.modules.attention import KVCache
+
+    enc, dec = tiny_stack(), tiny_stack(is_decoder=True)
+    src = torch.randint(4, 50, (3, 9))
+    src[2, 6:] = 1
+    tgt = torch.randint(4, 50, (3, 7))
+    langs, mask = torch.tensor([2, 2, 2]), src.eq(1)
+    src_enc = enc(src, langs=torch.tensor([0, 0, 0])).to(torch.bfloat16)
+    dec = dec.to(torch.bfloat16)
+    exact = dec.float()(tgt, langs=langs, causal=True, src_enc=src_enc.float(), src_padding_mask=mask)
+    dec = dec.to(torch.bfloat16)
+    full = dec(tgt, langs=langs, causal=True, src_enc=src_enc, src_padding_mask=mask)
+    cache = KVCache(2)
+    steps = torch.cat(
+        [
+            dec(tgt[:, t : t + 1], langs=langs, causal=True, src_enc=src_enc, src_padding_mask=mask, cache=cache)
+            for t in range(7)
+        ],
+        dim=1,
+    )
+    assert steps.dtype == torch.bfloat16
+    assert all(b.dtype == torch.float32 for kv in (*cache.steps.values(), *cache.source.values()) for b in kv)
+    # (states up to ~4; bf16 keeps 8 bits of mantissa: the passes differ by up to ~0.03)
+    assert torch.allclose(steps.float(), full.float(), atol=0.05)
+    assert torch.allclose(steps.float(), exact, atol=0.05)
+
+
 def _attention_by_the_formula(mha, x, key_padding_mask=None, kv=None, causal=False):
     """XLM's attention written out: softmax(q k^T / sqrt(d) + mask) v, the scores materialised."""
 

