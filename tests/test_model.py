@@ -165,8 +165,8 @@ def test_bf16_decoding_steps_attend_in_fp32_and_match_the_full_pass():
     tgt = torch.randint(4, 50, (3, 7))
     langs, mask = torch.tensor([2, 2, 2]), src.eq(1)
     src_enc = enc(src, langs=torch.tensor([0, 0, 0])).to(torch.bfloat16)
-    dec = dec.to(torch.bfloat16)
-    exact = dec.float()(tgt, langs=langs, causal=True, src_enc=src_enc.float(), src_padding_mask=mask)
+    dec = dec.to(torch.bfloat16).float()  # (in place) weights rounded to bf16, for the exact pass in fp32
+    exact = dec(tgt, langs=langs, causal=True, src_enc=src_enc.float(), src_padding_mask=mask)
     dec = dec.to(torch.bfloat16)
     full = dec(tgt, langs=langs, causal=True, src_enc=src_enc, src_padding_mask=mask)
     cache = KVCache(2)

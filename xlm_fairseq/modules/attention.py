@@ -203,10 +203,10 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.source[layer]
             else:
                 k, v = self._heads(self.k_lin(kv)), self._heads(self.v_lin(kv))
-            if cache is not None and layer not in cache.source:  # laid out once as the steps' matmuls read them
-                k, v = (k.float(), v.float()) if upcast else (k, v)
-                k, v = k.contiguous(), v.contiguous()
-                cache.source[layer] = (k, v)
+                if cache is not None:  # laid out once as the steps' matmuls read them (no copy per step)
+                    k, v = (k.float(), v.float()) if upcast else (k, v)
+                    k, v = k.contiguous(), v.contiguous()
+                    cache.source[layer] = (k, v)
         visible = None
         if kv is None and cache is not None:
             k, v = cache.append(layer, k, v)
