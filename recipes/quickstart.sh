@@ -19,8 +19,7 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised] [--test PREFIX] [--p
   --unsupervised  pure unsupervised MT, no pair seen: MLM pretraining (no TLM) and AE + back-translation
                   on the monolingual text and one half of each side of the pairs, with no line left
                   whose translation is on the other side (default: semi-supervised, MLM+TLM, then MT
-                  on the pairs added to AE + BT); it pretrains 7 minutes and translates 20 in
-                  bf16 (16 and 11 in fp32, whose LM needs the minutes)
+                  on the pairs added to AE + BT); it pretrains 7 minutes and translates 20
   --test PREFIX   also score raw PREFIX.de / PREFIX.en (line-aligned, your own held-out text), beside
                   copying its source; the shipped test set is scored in any case
   --precision P   pretraining's number format: auto (default: bf16 where the CPU multiplies bf16 in hardware,
@@ -117,13 +116,10 @@ PRETRAIN_PRECISION=(); [ "$PRECISION" = bf16 ] && PRETRAIN_PRECISION=(--bf16)
 TRANSLATE_PRECISION=(); TRANSLATE_FORMAT=fp32
 if [ "$SUPERVISION" = unsupervised ]; then
   TRANSLATE_PRECISION=("${PRETRAIN_PRECISION[@]}"); TRANSLATE_FORMAT=$PRECISION
-  # without pairs translation climbs with every AE + BT update, and in bf16 LMs of 7, 11 and 16
-  # minutes did alike at the same update: 7 + 20 minutes (+2.6 / +2.0 over copying) rather than 16 + 11
-  # (+0.7 / +0.2). In fp32 7 minutes make a third of those LM updates, untried: it keeps 16 + 11
-  # (recipes/README.md, "The quickstart's runs", --unsupervised)
-  if [ "$TINY" = 1 ]; then :
-  elif [ "$PRECISION" = bf16 ]; then PT_HOURS=0.12; MT_HOURS=0.34
-  else PT_HOURS=0.27; MT_HOURS=0.19; fi
+  # without pairs translation climbs with every AE + BT update: 7 + 20 minutes rather than 16 + 11, in
+  # bf16 (+2.6 / +2.0 over copying against +0.7 / +0.2) and in fp32 (+0.7 / +0.3 against +0.3 / -0.7, the
+  # same day) (recipes/README.md, "The quickstart's runs", --unsupervised)
+  [ "$TINY" = 1 ] || { PT_HOURS=0.12; MT_HOURS=0.34; }
 fi
 
 if [ -n "$TEST" ]; then

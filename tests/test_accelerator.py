@@ -342,3 +342,61 @@ def test_bf16_master_weights_are_one_flat_tensor_and_runs_resume_across_layouts(
     assert moments["exp_avg"].shape == (params,) and moments["exp_avg_sq"].abs().sum() > 0
     assert train(per_tensor, 8, "--fp16-no-flatten-grads")[-1] > 0  # and back per tensor
     assert len(optimizer_state(per_tensor)) == len(per_tensor_moments)
+
+
+def test_adam_updates_in_torchs_fused_kernel_as_fairseqs_loop_does(data_bin):
+    """fairseq's Adam looped over the parameter tensors in Python, ten passes each; the update now runs
+    in torch's fused kernel, given eps where fairseq adds it (before v's bias correction). On a tiny
+    model's real gradients, with weight decay, an eps that matters and a tensor that some steps leave
+    out, weights and moments match fairseq's loop; torch's own eps placement would not. Tensors the
+    kernel does not take (bf16 here) go to fairseq's loop."""
+    from fairseq import optim
+    from fairseq.optim import adam
+
+    from xlm_fairseq.patches import fused_adam
+
+    assert adam.Adam.step is fused_adam.step
+    args = ["--langs", "en,de", "--mt-steps", "en-de", "--cpu", "--max-tokens", "1000"]
+    args += ["--dropout", "0", "--attention-dropout", "0"]
+    hyper = ["--optimizer", "adam", "--lr", "0.01", "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-3"]
+    task, cfg = setup_task(data_bin, "translation_lm", *args, *hyper, "--weight-decay", "0.01")
+    task.load_dataset("train")
+    itr = task.get_batch_iterator(task.dataset("train"), max_tokens=1000, seed=1, max_positions=(512, 512))
+    batch = next(iter(itr.next_epoch_itr(shuffle=False)))["mt_en-de"]
+    torch.manual_seed(1)
+    models = {name: task.build_model(cfg.model) for name in ("fused", "loop", "torch_eps")}
+    for model in models.values():
+        model.load_state_dict(models["fused"].state_dict())
+    criterion = task.build_criterion(cfg.criterion)
+    optimizers = {name: optim.build_optimizer(cfg.optimizer, list(models[name].parameters())) for name in models}
+    optimizers["torch_eps"] = torch.optim.AdamW(
+        models["torch_eps"].parameters(), lr=0.01, betas=(0.9, 0.98), eps=1e-3, weight_decay=0.01, fused=True
+    )
+    # a tensor without a gradient every other step
+    left_out = next(name for name, _ in models["fused"].named_parameters() if name.endswith("lang_embeddings.weight"))
+    for i in range(6):
+        for name, model in models.items():
+            optimizers[name].zero_grad()
+            criterion(model, batch, key="mt_en-de")[0].backward()
+            if i % 2:
+                dict(model.named_parameters())[left_out].grad = None
+            if name == "loop":
+                fused_adam._original_step(optimizers[name].optimizer)
+            else:
+                optimizers[name].step()
+
+    def gap(a, b):
+        return max((p - q).abs().max().item() for p, q in zip(models[a].parameters(), models[b].parameters()))
+
+    assert gap("fused", "loop") < 1e-5 < 20 * 1e-5 < gap("torch_eps", "loop")
+    fused, loop = (optimizers[name].optimizer.state for name in ("fused", "loop"))
+    for (name, p), q in zip(models["fused"].named_parameters(), models["loop"].parameters()):
+        assert fused[p]["step"] == loop[q]["step"] == (3 if name == left_out else 6)
+        assert torch.allclose(fused[p]["exp_avg_sq"], loop[q]["exp_avg_sq"], rtol=1e-4, atol=1e-8)
+
+    half = torch.nn.Parameter(torch.ones(4, dtype=torch.bfloat16))
+    half.grad = torch.ones_like(half)
+    bf16_adam = adam.Adam([half], lr=0.1)
+    assert not fused_adam.fusable(bf16_adam)
+    bf16_adam.step()
+    assert bf16_adam.state[half]["step"] == 1 and (half < 1).all()
