@@ -16,7 +16,8 @@ import math
 import torch
 from fairseq.optim import adam
 
-_original_step = adam.Adam.step
+# fairseq's own step, also when this module is imported a second time (then the class holds a fused one)
+_original_step = getattr(adam.Adam.step, "fairseq_step", adam.Adam.step)
 
 
 def fusable(optimizer) -> bool:
@@ -72,6 +73,9 @@ def step(self, closure=None):
             for s in states:
                 s["step"] = t
     return loss
+
+
+step.fairseq_step = _original_step
 
 
 def install() -> None:
