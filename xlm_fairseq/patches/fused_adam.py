@@ -8,7 +8,7 @@ fairseq adds it to sqrt(v) before v's bias correction, torch after it, so torch 
 eps / sqrt(1 - beta2^t), which is fairseq's update exactly in real arithmetic (within float rounding
 here). Weight decay is fairseq's decoupled one, which is AdamW's. The optimizer state keeps fairseq's
 layout (``step`` an int, ``exp_avg``, ``exp_avg_sq``), so checkpoints read and resume either way.
-AMSGrad, half-precision, sparse or mixed-device tensors go to fairseq's loop unchanged.
+AMSGrad, half-precision, sparse, mixed-device or non-CPU/CUDA (XLA) tensors go to fairseq's loop unchanged.
 """
 
 import math
@@ -27,7 +27,11 @@ def fusable(optimizer) -> bool:
         for p in group["params"]:
             grad = p.grad
             if grad is not None and (
-                p.dtype != torch.float32 or grad.dtype != torch.float32 or grad.is_sparse or grad.device != p.device
+                p.dtype != torch.float32
+                or grad.dtype != torch.float32
+                or grad.is_sparse
+                or grad.device != p.device
+                or p.device.type not in ("cpu", "cuda")  # the kernel's devices (not XLA's)
             ):
                 return False
     return True
