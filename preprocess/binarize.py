@@ -9,7 +9,7 @@ import os
 import shutil
 import struct
 import sys
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -31,13 +31,13 @@ class Log:
             sys.stderr.flush()
 
 
-def _tokenize_task(task: Tuple[str, bool, bool, List[str]]) -> List[str]:
-    lang, ro_remove, lowercase, lines = task
-    return [tokenize(line, lang, ro_remove, lowercase) for line in lines]
+def _tokenize_task(task: Tuple[str, bool, bool, Optional[str], List[str]]) -> List[str]:
+    lang, ro_remove, lowercase, segmenter, lines = task
+    return [tokenize(line, lang, ro_remove, lowercase, segmenter) for line in lines]
 
 
 def tokenize_all(streams, line_counts, tmp, args, log) -> Dict[str, str]:
-    """Every input normalised and Moses-tokenised (the word level of the text pipeline,
+    """Every input normalised and Moses-tokenised or segmented (the word level of the text pipeline,
     :func:`preprocess.text.tokenize`) into ``tmp/<dataset>.tok``, in input order."""
     tok_paths = {}
     pool = multiprocessing.Pool(args.workers) if args.workers > 1 else None
@@ -48,7 +48,13 @@ def tokenize_all(streams, line_counts, tmp, args, log) -> Dict[str, str]:
             log(f"[1/3] normalising + tokenising {s.out} ({total:,} lines, {s.lang}) [{n}/{len(streams)}]")
             tok_path = os.path.join(tmp, f"{s.out}.tok")
             tasks = (
-                (s.lang, args.ro_remove_diacritics, args.lowercase_and_remove_accent, chunk)
+                (
+                    s.lang,
+                    args.ro_remove_diacritics,
+                    args.lowercase_and_remove_accent,
+                    args.segmenters.get(s.lang),
+                    chunk,
+                )
                 for chunk in chunks(read_lines(s.path, args.utf8_errors))
             )
             done = 0

@@ -37,3 +37,8 @@ def parse_steps(
 def parse_langs(value: str, option: str = "--langs", known: Optional[Iterable[str]] = None) -> List[str]:
     """``'en,de'`` -> ``['en', 'de']`` (see :func:`parse_steps`)."""
     return [lang for (lang,) in parse_steps(value, option, (1,), known)]
+
+
+def base_lang(lang: str) -> str:
+    """The language a tokeniser knows: ``en_US`` -> ``en``, ``zh-Hans`` -> ``zh``."""
+    return (lang or "en").split("_")[0].split("-")[0].lower()

@@ -37,6 +37,8 @@ def signature(args, streams: List[Stream]) -> dict:
         "ro_remove_diacritics": bool(args.ro_remove_diacritics),
         "utf8_errors": args.utf8_errors,
     }
+    if args.segmenters:  # only where a language is segmented: older data-bins keep their signature
+        options["segmenters"] = dict(sorted(args.segmenters.items()))
     if args.bpe_codes:
         options["bpe_codes"] = file_info(os.path.abspath(args.bpe_codes))
         options["dict"] = file_info(os.path.abspath(args.dict))
@@ -52,6 +54,8 @@ def signature(args, streams: List[Stream]) -> dict:
             "sentences_per_lang": args.spm_sentences_per_lang,
             "seed": SPM_SEED,
         }
+        if getattr(args, "vocab_size_soft", False):
+            options["sentencepiece"]["vocab_size_soft"] = True
     inputs = []
     for s in sorted(streams, key=lambda s: s.out):
         entry = {"dataset": s.out, "option": s.option, "spec": s.spec, "split": s.split, "lang": s.lang}
@@ -89,6 +93,13 @@ def read_manifest(dest: str) -> Optional[dict]:
         return manifest if isinstance(manifest, dict) else None
     except (OSError, ValueError):
         return None
+
+
+def prepared_langs(dest: str) -> Optional[List[str]]:
+    """The languages a data-bin was prepared for (its manifest's ``--langs``), or None if it does not say."""
+    manifest = read_manifest(dest)
+    langs = (manifest or {}).get("options", {}).get("langs") if isinstance(manifest, dict) else None
+    return list(langs) if isinstance(langs, list) and all(isinstance(x, str) for x in langs) else None
 
 
 def outputs_intact(dest: str, manifest: dict) -> bool:

@@ -7,7 +7,10 @@ hub, ``fairseq-generate``/``fairseq-interactive``, validation BLEU and the recip
 the data-bin was tokenised::
 
     {"format": 1, "subwords": "sentencepiece", "subword_model": "spm.model",
-     "subword_sha256": "...", "ro_remove_diacritics": false, "lowercase_and_remove_accent": false}
+     "subword_sha256": "...", "ro_remove_diacritics": false, "lowercase_and_remove_accent": false,
+     "segmenters": {"zh": "jieba"}}
+
+``segmenters``: the languages whose words a segmenter cuts instead of Moses (:mod:`preprocess.segment`).
 
 The subword model file is looked up by name in the model and data directories and checked against
 its digest, so a checkpoint never runs with another data-bin's vocabulary."""
@@ -16,11 +19,12 @@ import base64
 import dataclasses
 import json
 import os
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from preprocess import layout
 from preprocess.errors import UserError
 from preprocess.files import atomic_write, file_sha256
+from preprocess.segment import check_segmenters
 from preprocess.subwords import SUBWORD_MODELS
 from preprocess.text import detokenize, tokenize
 
@@ -34,6 +38,7 @@ class PipelineSettings:
     subword_sha256: Optional[str] = None  # None: not known (a converted model given no codes file)
     ro_remove_diacritics: bool = False
     lowercase_and_remove_accent: bool = False
+    segmenters: Dict[str, str] = dataclasses.field(default_factory=dict)  # lang -> preprocess.segment name
 
     def to_dict(self) -> dict:
         return {"format": PIPELINE_FORMAT, **dataclasses.asdict(self)}
@@ -51,6 +56,7 @@ class PipelineSettings:
             raise UserError(f"{what}: unknown subwords {settings.subwords!r} (one of {', '.join(SUBWORD_MODELS)})")
         if os.path.basename(str(settings.subword_model)) != settings.subword_model:
             raise UserError(f"{what}: subword_model must be a file name, got {settings.subword_model!r}")
+        check_segmenters(settings.segmenters, what)
         return settings
 
 
@@ -103,9 +109,9 @@ class TextPipeline:
         return self.settings.subwords
 
     def tokenize(self, text: str, lang: str) -> str:
-        """Normalised, Moses-tokenised (and, if the model was trained so, lowercased) words."""
+        """Normalised, Moses-tokenised or segmented (and, if the model was trained so, lowercased) words."""
         s = self.settings
-        return tokenize(text, lang, s.ro_remove_diacritics, s.lowercase_and_remove_accent)
+        return tokenize(text, lang, s.ro_remove_diacritics, s.lowercase_and_remove_accent, s.segmenters.get(lang))
 
     def words(self, text: str, lang: str) -> List[str]:
         return self.tokenize(text, lang).split()

@@ -63,6 +63,7 @@ from preprocess.inputs import Stream, check_input_file, parse_streams, scan_file
 from preprocess.langs import parse_langs
 from preprocess.manifest import first_difference, outputs_intact, read_manifest, signature, summary_text, versions
 from preprocess.pipeline import PipelineSettings, write_settings
+from preprocess.segment import parse_segmenters, segmenter
 from preprocess.vocab import (
     dict_pieces,
     load_bpe_codes,
@@ -149,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--spm-model, refused with --bpe-codes",
     )
     p.add_argument(
+        "--vocab-size-soft",
+        action="store_true",
+        help="--vocab-size is an upper bound: fewer pieces where the train text cannot make that many "
+        "(default: an error then)",
+    )
+    p.add_argument(
         "--spm-model",
         metavar="FILE",
         help="use this existing sentencepiece model instead of training one (needs --dict)",
@@ -195,6 +202,15 @@ def build_parser() -> argparse.ArgumentParser:
         "comma-below normalisation is always applied",
     )
     p.add_argument(
+        "--segment",
+        action="append",
+        default=[],
+        metavar="LANG=NAME",
+        help="cut LANG's words with segmenter NAME instead of Moses' tokeniser (jieba, mecab, pythainlp; none: "
+        "Moses). Default: zh jieba, ja mecab, th pythainlp (scripts without spaces, as XLM segments them), "
+        "recorded in text_pipeline.json; needs the package (pip install 'xlm-fairseq[zh]', [ja], [th])",
+    )
+    p.add_argument(
         "--utf8-errors",
         choices=("strict", "replace"),
         default="strict",
@@ -239,6 +255,7 @@ def build(args, streams: List[Stream], line_counts: Dict[str, int], dest: str, w
             subword_sha256=file_sha256(os.path.join(dest, layout.BPE_CODES_FILE)),
             ro_remove_diacritics=bool(args.ro_remove_diacritics),
             lowercase_and_remove_accent=bool(args.lowercase_and_remove_accent),
+            segmenters=dict(args.segmenters),
         )
         binarizer = XLMBPEBinarizer(args.bpe_codes, dictionary)
         subwords = {"bpe_codes": len(bpe.ranks)}
@@ -262,6 +279,7 @@ def build(args, streams: List[Stream], line_counts: Dict[str, int], dest: str, w
             subword_model=layout.SPM_MODEL_FILE,
             subword_sha256=file_sha256(os.path.join(dest, layout.SPM_MODEL_FILE)),
             ro_remove_diacritics=bool(args.ro_remove_diacritics),
+            segmenters=dict(args.segmenters),
         )
         binarizer = SentencePieceBinarizer(model_proto, dictionary)
         subwords = {"spm_vocab_size": sp.get_piece_size()}
@@ -321,6 +339,9 @@ def run(argv: Optional[Sequence[str]] = None) -> int:
         args.vocab_size = None
     elif args.vocab_size is None:
         args.vocab_size = DEFAULT_VOCAB_SIZE
+    args.segmenters = parse_segmenters(args.segment, args.langs)
+    for name in set(args.segmenters.values()):
+        segmenter(name)  # installed? (one line naming the package if not)
     streams = parse_streams(args.mono, args.para, args.langs)
     for s in streams:
         check_input_file(s.path, s.where)

@@ -6,15 +6,13 @@ recipes call the same functions (subwords: :mod:`preprocess.subwords`)."""
 
 import functools
 import unicodedata
-from typing import Iterable, List, Sequence, Union
+from typing import Iterable, List, Optional, Sequence, Union
+
+from preprocess.langs import base_lang
+from preprocess.segment import UNSPACED_LANGS, join_unspaced, segment
 
 _RO_CEDILLA_TO_COMMA = str.maketrans("şŞţŢ", "șȘțȚ")
 _RO_DIACRITICS = str.maketrans("șȘțȚăĂâÂîÎ", "sStTaAaAiI")
-
-
-def base_lang(lang: str) -> str:
-    """The language Moses knows: ``en_US`` -> ``en``."""
-    return (lang or "en").split("_")[0].split("-")[0].lower()
 
 
 def normalize_romanian(text: str) -> str:
@@ -60,12 +58,13 @@ def _moses_detokenizer(lang: str):
     return MosesDetokenizer(lang=lang)
 
 
-def normalize_line(line: str, lang: str, ro_remove_diacritics: bool = False) -> str:
+def normalize_line(line: str, lang: str, ro_remove_diacritics: bool = False, segmenter: Optional[str] = None) -> str:
     """Normalise and Moses-tokenise one line of language ``lang`` (no trailing newline): XLM's
     ``tools/tokenize.sh`` and WMT16's Romanian scripts: unicode punctuation replaced, Moses
     punctuation normalisation, non-printing characters -> space (Moses'
     ``remove-non-printing-char.perl``), Romanian normalisation (``ro``), Moses tokenisation without
-    escaping."""
+    escaping; with ``segmenter`` (a name of :mod:`preprocess.segment`, for a script without spaces)
+    that segmenter cuts the words instead of Moses' tokeniser, as XLM's does for zh, ja and th."""
     punct, tokenizer = _moses(base_lang(lang))
     line = remove_non_printing(punct.normalize(line))
     if base_lang(lang) == "ro":
@@ -73,14 +72,18 @@ def normalize_line(line: str, lang: str, ro_remove_diacritics: bool = False) -> 
     line = " ".join(line.split())
     if not line:
         return ""
+    if segmenter:
+        return segment(line, segmenter)
     return tokenizer.tokenize(line, escape=False, return_str=True)
 
 
-def tokenize(line: str, lang: str, ro_remove_diacritics: bool = False, lowercase: bool = False) -> str:
+def tokenize(
+    line: str, lang: str, ro_remove_diacritics: bool = False, lowercase: bool = False, segmenter: Optional[str] = None
+) -> str:
     """The word level of the text pipeline: :func:`normalize_line`, then (for models trained so,
     like XLM's XNLI-15) :func:`lowercase_and_remove_accent` word by word. Subwords come next
     (:mod:`preprocess.subwords`)."""
-    line = normalize_line(line, lang, ro_remove_diacritics)
+    line = normalize_line(line, lang, ro_remove_diacritics, segmenter)
     if lowercase and line:
         line = " ".join(w for w in map(lowercase_and_remove_accent, line.split()) if w)
     return line
@@ -97,6 +100,9 @@ def normalize_and_tokenize(
 
 def detokenize(text: Union[str, Sequence[str]], lang: str) -> str:
     """Undo Moses tokenisation (sacremoses ``MosesDetokenizer``): ``"Hello , world !"`` ->
-    ``"Hello, world!"``. Takes a tokenised string or a list of tokens."""
+    ``"Hello, world!"``; in a language written without spaces (zh, ja, th) the words are joined
+    without them (:func:`preprocess.segment.join_unspaced`). Takes a tokenised string or a list of tokens."""
     tokens = text.split() if isinstance(text, str) else list(text)
+    if base_lang(lang) in UNSPACED_LANGS:
+        return join_unspaced(tokens)
     return _moses_detokenizer(base_lang(lang)).detokenize(tokens)

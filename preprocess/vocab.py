@@ -62,6 +62,7 @@ def train_spm(streams, line_counts, tok_paths, args, vocab_size, log) -> bytes:
             vocab_size=vocab_size,
             character_coverage=args.character_coverage,
             num_threads=args.workers,
+            hard_vocab_limit=not getattr(args, "vocab_size_soft", False),
             unk_id=0,
             bos_id=1,
             eos_id=2,

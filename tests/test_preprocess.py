@@ -566,6 +566,7 @@ def test_bpe_codes(tmp_path):
         "subword_sha256": hashlib.sha256(codes.read_bytes()).hexdigest(),
         "ro_remove_diacritics": False,
         "lowercase_and_remove_accent": False,
+        "segmenters": {},
     }
     assert json.loads((dest / "manifest.json").read_text(encoding="utf-8"))["options"]["langs"] == ["en", "de"]
     summary = json.loads((dest / "summary.json").read_text(encoding="utf-8"))

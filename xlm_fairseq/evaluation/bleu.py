@@ -1,6 +1,7 @@
 """Validation BLEU of ``translation_lm``, summed over batches and workers and derived at the end
-(fairseq's way): ``bleu_{pair}`` (sacrebleu on detokenised text) and ``bleu_tok_{pair}`` (unsmoothed,
-on Moses-tokenised text: what XLM's multi-bleu.perl reports, the paper's scale), and their means over
+(fairseq's way): ``bleu_{pair}`` (sacrebleu on detokenised text, with the target language's tokeniser:
+``zh``, ``ja-mecab``, 13a otherwise, :mod:`preprocess.segment`) and ``bleu_tok_{pair}`` (unsmoothed, on
+Moses-tokenised or segmented text: what XLM's multi-bleu.perl reports, the paper's scale), and their means over
 the validated directions, ``bleu_mean`` and ``bleu_tok_mean``: one figure for
 ``--best-checkpoint-metric`` when a model translates several ways (XLM picks one direction's)."""
 
@@ -9,6 +10,7 @@ from typing import Dict, List
 
 from fairseq import metrics, utils
 
+from preprocess.segment import bleu_tokenize, corpus_bleu
 from preprocess.text import detokenize
 from xlm_fairseq.objectives import Objective
 
@@ -42,8 +44,13 @@ def bleu_stats(key: str, hyps: List[str], refs: List[str], hyps_tok: List[str], 
     import sacrebleu
 
     stats = {}
+    tgt = Objective.parse(key).target
+    if bleu_tokenize(tgt) == "none":  # a script without spaces that sacreBLEU cannot cut: the segmenter's words
+        detokenized = sacrebleu.corpus_bleu(hyps_tok, [refs_tok], tokenize="none")
+    else:
+        detokenized = corpus_bleu(hyps, refs, tgt)
     for prefix, bleu in (
-        ("", sacrebleu.corpus_bleu(hyps, [refs])),
+        ("", detokenized),
         ("tok_", sacrebleu.corpus_bleu(hyps_tok, [refs_tok], tokenize="none")),
     ):
         stats[f"{key}:{prefix}bleu_sys_len"] = bleu.sys_len

@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import sys
+import unicodedata
 from collections import Counter, defaultdict
 from typing import Dict, List, Sequence, Tuple
 
@@ -70,7 +71,9 @@ def read_dictionary(path: str) -> Dict[str, List[str]]:
 
 
 def is_word(token: str) -> bool:
-    return token.replace("-", "").isalpha()
+    """Letters (and the combining marks of scripts like Thai), hyphens allowed inside."""
+    core = token.replace("-", "")
+    return bool(core) and any(c.isalpha() for c in core) and all(unicodedata.category(c)[0] in "LM" for c in core)
 
 
 def training_words(hub, data: str, lang: str, max_words: int) -> List[str]:
