@@ -23,6 +23,7 @@ from xlm_fairseq.patches.user_errors import user_error_line
 GENERATE = ["--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm", "--gen-subset", "test", "--cpu"]
 TRAIN_MT = [*UNMT_ARGS, "--langs", "en,de,ro", "--max-update", "2"]
 TRAIN_LM = [*PRETRAIN_ARGS, "--langs", "en,de,ro", "--max-update", "2"]
+VALIDATED_LM = [a for a in TRAIN_LM if a != "--disable-validation"]
 NOT_READABLE = "not a readable checkpoint, truncated or corrupt (RuntimeError: PytorchStreamReader failed reading zip "
 NOT_READABLE += "archive: failed finding central directory)"
 NOT_TRANSLATION = (
@@ -119,8 +120,50 @@ CASES = {
     "--valid-lang-pairs without parallel data": (
         None,
         lambda c: ["train", c.data, *TRAIN_MT, "--ae-steps", "en", "--valid-lang-pairs", "de-ro", "--save-dir", c.save],
-        "no valid parallel data for any of de-ro (validation needs {{split}}.{{src}}-{{tgt}}.*; "
+        "no valid parallel data for any of de-ro (validation needs valid.{{src}}-{{tgt}}.*; "
         "use --disable-validation to train without)",
+    ),
+    "--best-checkpoint-metric of a language without valid data": (
+        lambda c: [(c.data / f"valid.en.{ext}").unlink() for ext in ("bin", "idx")],
+        lambda c: [
+            "train",
+            c.data,
+            *VALIDATED_LM,
+            "--mlm-steps",
+            "en,de",
+            "--best-checkpoint-metric",
+            "mlm_en_ppl",
+            "--save-dir",
+            c.save,
+        ],  # fmt: skip
+        "--best-checkpoint-metric mlm_en_ppl: no valid data for mlm_en ({data}/valid.en.bin); validated: loss, ppl, "
+        "mlm_de_ppl, mlm_de_fullmask_ppl",
+    ),
+    "--best-checkpoint-metric of a direction not validated": (
+        None,
+        lambda c: [
+            "train",
+            c.data,
+            *TRAIN_MT,
+            "--ae-steps",
+            "en",
+            "--bt-steps",
+            "en-de-en",
+            "--valid-lang-pairs",
+            "en-de",
+            "--best-checkpoint-metric",
+            "bleu_de-en",
+            "--save-dir",
+            c.save,
+        ],  # fmt: skip
+        "--best-checkpoint-metric bleu_de-en: not among what 'valid' validates; validated: loss, ppl, mt_en-de_ppl, "
+        "bleu_en-de, bleu_tok_en-de, bleu_mean, bleu_tok_mean",
+    ),
+    "--langs with a language the data-bin was not prepared for": (
+        None,
+        lambda c: ["train", c.data, *TRAIN_LM, "--langs", "en,de,ro,fr", "--mlm-steps", "en", "--save-dir", c.save],
+        "--langs en,de,ro,fr: {data} was prepared for en,de,ro (its manifest.json), not fr; prepare the data with "
+        "every language of --langs",
     ),
     "an explicit incompatible --criterion": (
         None,

@@ -4,7 +4,7 @@
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 from fairseq.data import Dictionary, data_utils, indexed_dataset
@@ -15,6 +15,7 @@ from omegaconf import II
 from preprocess.errors import UserError
 from preprocess.langs import parse_langs
 from preprocess.layout import DICT_FILE, MASK_SYMBOL
+from preprocess.manifest import prepared_langs
 from preprocess.pipeline import (
     TextPipeline,
     read_settings,
@@ -94,6 +95,10 @@ class XLMTaskConfig(XLMDataConfig):
         default="default",
         metadata={"help": "torch.compile's mode with --compile; reduce-overhead adds CUDA graphs"},
     )
+    # what fairseq-train will read from every validation: checked when the valid data loads, before training
+    best_checkpoint_metric: str = II("checkpoint.best_checkpoint_metric")
+    valid_subset: str = II("dataset.valid_subset")
+    disable_validation: bool = II("dataset.disable_validation")
 
 
 class XLMDataTask(FairseqTask):
@@ -269,6 +274,48 @@ class XLMDataTask(FairseqTask):
 
 class XLMTask(ObjectiveSchedule, XLMDataTask):
     """Base of ``cross_lingual_lm`` and ``translation_lm``: a data task with objectives."""
+
+    @classmethod
+    def setup_task(cls, cfg, **kwargs):
+        task = super().setup_task(cfg, **kwargs)
+        # a language the data-bin was not prepared for has no text: one line now, not a missing file later
+        prepared = prepared_langs(task.data_dir) if cfg.data and os.path.isdir(task.data_dir) else None
+        strangers = [lang for lang in task.langs if prepared is not None and lang not in prepared]
+        if strangers:
+            raise XLMUserError(
+                f"--langs {','.join(task.langs)}: {task.data_dir} was prepared for {','.join(prepared)} "
+                f"(its manifest.json), not {','.join(strangers)}; prepare the data with every language of --langs"
+            )
+        return task
+
+    def validation_metrics(self, validated: Sequence[str]) -> List[str]:
+        """The names a validation of the objectives ``validated`` logs (what --best-checkpoint-metric may name)."""
+        names = ["loss", "ppl"]
+        for key in validated:
+            names += [f"{key}_{m}" for m in ("loss", "ppl", "acc")]
+        return names
+
+    def check_validation(self, split: str, validated: Sequence[str], missing: Dict[str, str]) -> None:
+        """fairseq-train reads ``--best-checkpoint-metric`` from the stats of every validation, and fails
+        with a KeyError at the first one (an epoch, or hours, into training) when the metric is not among
+        them: refused now, as the valid data loads, with one line naming the option and what is missing.
+        ``missing``: objective key -> the data file it lacks on ``split``."""
+        metric = getattr(self.cfg, "best_checkpoint_metric", None)
+        subsets = str(getattr(self.cfg, "valid_subset", "") or "").split(",")
+        if not metric or getattr(self.cfg, "disable_validation", False) or split not in subsets:
+            return
+        names = self.validation_metrics(validated)
+        if metric in names:
+            return
+        lacking = [key for key in missing if metric.startswith(f"{key}_") or key in metric.split("_")]
+        if lacking:
+            why = f"no {split} data for {lacking[0]} ({missing[lacking[0]]}.bin)"
+        elif missing:
+            why = f"not among what '{split}' validates (its data lacks {', '.join(sorted(missing))})"
+        else:
+            why = f"not among what '{split}' validates"
+        shown = ", ".join(n for n in names if not n.endswith(("_acc", "_loss")))
+        raise XLMUserError(f"--best-checkpoint-metric {metric}: {why}; validated: {shown}")
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)

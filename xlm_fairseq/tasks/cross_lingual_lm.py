@@ -125,14 +125,14 @@ class XLMCrossLingualLMTask(XLMTask):
             raise XLMUserError("nothing to train: give --mlm-steps and/or --clm-steps")
         pad, eos = self.dictionary.pad(), self.dictionary.eos()
         datasets = OrderedDict()
-        missing = []
+        missing: Dict[str, str] = {}  # objective key -> the data it lacks
         for (a, b), key in zip(self.mlm_steps + self.clm_steps, self.objective_keys()):
             objective = "clm" if Objective.parse(key).family == "clm" else "mlm"
             if b is None:
                 path = self._path(split, a, epoch)
                 mono = self._load(path)
                 if mono is None:
-                    missing.append(path)
+                    missing[key] = path
                     continue
                 stream = stream_dataset(mono, self.cfg.tokens_per_sample, pad, eos)
                 datasets[key] = LMObjectiveDataset(
@@ -142,7 +142,7 @@ class XLMCrossLingualLMTask(XLMTask):
             else:
                 d1, d2, path = self._pair_datasets(split, a, b, epoch)
                 if d1 is None or d2 is None:
-                    missing.append(path)
+                    missing[key] = path
                     continue
                 pairs = TLMPairDataset(d1, d2, self.lang2id[a], self.lang2id[b], eos, self.cfg.max_sentence_len)
                 if pairs.n_dropped:
@@ -162,12 +162,24 @@ class XLMCrossLingualLMTask(XLMTask):
                 self.train_sizes[key] = size
             logger.info(f"{split} {key}: {len(datasets[key])} samples from {path}")
         if missing and split == "train":
-            raise XLMUserError(f"missing training data: {', '.join(p + '.bin' for p in missing)}")
-        for path in missing:
+            raise XLMUserError(f"missing training data: {', '.join(p + '.bin' for p in missing.values())}")
+        for path in missing.values():
             logger.warning(f"no {split} data at {path}.bin; that objective is not validated")
         if not datasets:
             raise XLMUserError(f"no {split} data for any objective in {self.cfg.data}")
+        self.check_validation(split, list(datasets), missing)
         self.datasets[split] = ObjectiveZipDataset(datasets)
+
+    def validation_metrics(self, validated):
+        """Also each masked objective's full-mask figures, and XLM's mean ``mlm_fullmask_ppl`` when every
+        MLM language is validated (:meth:`reduce_metrics`)."""
+        names = super().validation_metrics(validated)
+        masked = [k for k in validated if Objective.parse(k).family in ("mlm", "tlm")]
+        names += [f"{k}_fullmask_{m}" for k in masked for m in ("loss", "ppl", "acc")]
+        mlm = [f"mlm_{a}" for a, b in self.mlm_steps if b is None]
+        if mlm and all(k in validated for k in mlm):
+            names.append("mlm_fullmask_ppl")
+        return names
 
     # ---- objective schedule (XLM's shuf_order) ---------------------------------------------
 

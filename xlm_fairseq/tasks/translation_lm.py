@@ -30,6 +30,7 @@ from fairseq import metrics
 from fairseq.data import LanguagePairDataset, PrependTokenDataset
 
 from preprocess.langs import parse_steps
+from preprocess.segment import check_bleu
 from xlm_fairseq.data import ObjectiveZipDataset
 from xlm_fairseq.data.translation import LangTagDataset, NoisyDataset, cut_to_positions
 from xlm_fairseq.errors import XLMUserError
@@ -206,18 +207,24 @@ class TranslationLMTask(BackTranslation, XLMTask):
             if self.cfg.bt_vocab_min_share > 0 and self.bt_steps:
                 self._bt_words(split, epoch)
         else:
+            missing = {}
             for a, b in self.valid_directions:
                 d_src, d_tgt, path = self._pair_datasets(split, a, b)
                 if d_src is None:
                     logger.warning(f"no {split} parallel data for {a}-{b} ({path}.bin): not validated")
+                    missing[f"{a}-{b}"] = path
                     continue
                 datasets[Objective("mt", (a, b)).key] = self._pair(a, b, d_src, d_tgt)
             if not datasets:
                 raise XLMUserError(
                     f"no {split} parallel data for any of "
                     f"{', '.join(f'{a}-{b}' for a, b in self.valid_directions) or 'the trained directions'}"
-                    " (validation needs {split}.{src}-{tgt}.*; use --disable-validation to train without)"
+                    f" (validation needs {split}.{{src}}-{{tgt}}.*; use --disable-validation to train without)"
                 )
+            self.check_validation(split, list(datasets), missing)
+            if not self.cfg.no_eval_bleu:
+                for key in datasets:
+                    check_bleu(Objective.parse(key).target, f"validation BLEU of {key}")
         for key, ds in datasets.items():
             logger.info(f"{split} {key}: {len(ds)} sentences")
         max_sizes = None
@@ -365,6 +372,14 @@ class TranslationLMTask(BackTranslation, XLMTask):
     def reduce_metrics(self, logging_outputs, criterion):
         super().reduce_metrics(logging_outputs, criterion)
         reduce_bleu(logging_outputs)
+
+    def validation_metrics(self, validated):
+        """Also each validated direction's BLEU and their means (:mod:`xlm_fairseq.evaluation.bleu`)."""
+        names = super().validation_metrics(validated)
+        if not self.cfg.no_eval_bleu and validated:
+            directions = ["-".join(Objective.parse(k).langs) for k in validated]
+            names += [f"bleu{t}_{d}" for d in directions for t in ("", "_tok")] + ["bleu_mean", "bleu_tok_mean"]
+        return names
 
     def max_positions(self):
         return None  # the model's; training data is filtered by --max-sentence-len in load_dataset
