@@ -1,5 +1,6 @@
-"""The README's main job, reduced (--tiny): preprocess -> pretrain -> translation -> generate -> BLEU beside
-copying the source -> export, end to end, after a kill; --test and --unsupervised."""
+"""The README's main job, reduced (--tiny): recipes/train.sh on the bundled en-de sample, preprocess -> pretrain ->
+translation -> generate -> BLEU beside copying the source -> export, end to end, after a kill; --test and
+--unsupervised (the engine's own tests: test_train_recipe.py)."""
 
 import hashlib
 import os
@@ -94,7 +95,7 @@ def test_quickstart_tiny_end_to_end(tmp_path):
                        proc.stdout, re.M)  # fmt: skip
     assert scored and int(scored[1]) <= int(scored[2]), proc.stdout[-3000:]
     assert "copy source" in proc.stdout and "recipes/ablation.sh" in proc.stdout
-    for test_set, lines in (("docs", 100), ("yours", 40)):
+    for test_set, lines in (("test", 100), ("yours", 40)):
         for direction in ("de-en", "en-de"):
             row = [r.split() for r in proc.stdout.splitlines() if r.startswith(f"{test_set} ") and direction in r]
             assert row and len(row[0]) == 5, proc.stdout[-1500:]
@@ -128,16 +129,16 @@ def test_quickstart_unsupervised_is_its_own_run(tmp_path):
     work = tmp_path / "qs"
     proc = _run(["--tiny", "--unsupervised", "--work-dir", str(work), "--precision", "bf16"])
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "2/4 MLM pretraining: cross_lingual_lm, --mlm-steps en,de," in proc.stdout
+    assert "2/4 MLM pretraining: cross_lingual_lm, --mlm-steps de,en," in proc.stdout
     # both stages in the number format asked for: back-translation gains from bf16, unlike MT
     assert "translation_lm initialised from the LM, bf16, " in proc.stdout
-    assert re.search(r"unpaired: \d+ en lines, \d+ de lines", proc.stdout), proc.stdout[-3000:]
+    assert re.search(r"unpaired: \d+ de lines, \d+ en lines", proc.stdout), proc.stdout[-3000:]
     assert "3/4 unsupervised MT (AE + back-translation on monolingual text only)" in proc.stdout
     trained = [line for line in proc.stdout.splitlines() if line.startswith("   trained to update")]
     assert trained and all("MT" not in line and "AE de en" in line for line in trained), proc.stdout[-3000:]
     assert not list((work / "data-bin").glob("train.*-*")), "a training pair was binarised"
     pretrain = (work / "logs" / "pretrain.log").read_text()
-    assert "'mlm_steps': 'en,de'" in pretrain and "tlm_" not in pretrain
+    assert "'mlm_steps': 'de,en'" in pretrain and "tlm_" not in pretrain
     log = (work / "logs" / "translate.log").read_text()
     assert "'mt_steps': ''" in log and "'bt_steps': 'en-de-en,de-en-de'" in log
     assert "'bf16': True," in pretrain and "'bf16': True," in log
@@ -151,7 +152,7 @@ def test_quickstart_unsupervised_is_its_own_run(tmp_path):
         assert f"stage {stage}'s checkpoints were made from an earlier result of stage preprocess" in semi.stderr
     assert (work / "data-bin" / "train.de-en.de.bin").is_file()
     out = (work / "logs" / "translate.out").read_text()  # this run's fairseq-train output
-    assert "No existing checkpoint found" in out and "'mt_steps': 'de-en,en-de'" in out, out[-2000:]
+    assert "No existing checkpoint found" in out and "'mt_steps': 'en-de,de-en'" in out, out[-2000:]
     (stale,) = (work / "checkpoints").glob("translate.stale-*")
     assert (stale / "checkpoint_last.pt").is_file()
 
@@ -177,40 +178,7 @@ def test_quickstart_rejects_unknown_option(tmp_path):
     assert proc.returncode == 2 and proc.stderr.strip() == "quickstart: error: --precision needs auto, fp32 or bf16"
     (tmp_path / "t.de").write_text("a\nb\n")
     (tmp_path / "t.en").write_text("a\n")
-    for prefix, message in ((tmp_path / "none", "none.de: no such file"), (tmp_path / "t", "differ in line count")):
+    for prefix, message in ((tmp_path / "none", "none.en: no such file"), (tmp_path / "t", "not line-aligned")):
         proc = _run(["--tiny", "--work-dir", str(tmp_path / "q"), "--test", str(prefix)])
         assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "q").exists()
-
-
-def _unpaired(tmp_path, en_pairs, de_pairs, mono_en=("mono one",), mono_de=("Mono eins",)):
-    for name, lines in (("mono.en", mono_en), ("mono.de", mono_de), ("p.en", en_pairs), ("p.de", de_pairs)):
-        (tmp_path / name).write_text("".join(f"{line}\n" for line in lines))
-    return subprocess.run(
-        [sys.executable, "-m", "recipes.lib.unpaired", "--mono-src", tmp_path / "mono.en", "--mono-tgt",
-         tmp_path / "mono.de", "--pairs", tmp_path / "p", "--langs", "en,de", "--out", tmp_path / "out"],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
-
-
-def test_unpaired_text_keeps_no_pair(tmp_path):
-    """--unsupervised's text: the English of the pairs' first half, the German of the second, and no
-    German line whose translation (anywhere in the pairs) is on the English side: "Datei" recurs in
-    the second half as the translation of "file", which is in the first."""
-    en = ["file", "open", "save", "file", "close", "quit"]
-    de = ["Datei", "öffnen", "speichern", "Datei", "schließen", "beenden"]
-    proc = _unpaired(tmp_path, en, de)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == "unpaired: 4 en lines, 3 de lines (1 de lines dropped as translations of en ones)\n"
-    kept_en = (tmp_path / "out" / "mono.en").read_text().splitlines()
-    kept_de = (tmp_path / "out" / "mono.de").read_text().splitlines()
-    assert kept_en == ["mono one", "file", "open", "save"]
-    assert kept_de == ["Mono eins", "schließen", "beenden"]
-    assert not {(a, b) for a, b in zip(en, de)} & {(a, b) for a in kept_en for b in kept_de}
-
-
-def test_unpaired_text_refuses_pairs_of_unequal_length(tmp_path):
-    proc = _unpaired(tmp_path, ["a", "b"], ["A"])
-    assert proc.returncode != 0 and not (tmp_path / "out").exists()
-    prefix = tmp_path / "p"
-    assert proc.stderr.strip().splitlines() == [f"unpaired: --pairs: {prefix}.en has 2 lines, {prefix}.de 1"]

@@ -10,7 +10,7 @@ Writes DIR/unpaired.en and DIR/unpaired.de (recipes/README.md, "--unsupervised w
   * with --manpages both, SHARED_DATA_DIR/mono/manpages.en too. The German man pages translate many
     of the English ones, which the shared corpus does not align, so that text may hold pairs no
     check can drop; the default leaves the English pages out.
-As recipes.lib.unpaired does, a German line is dropped when any of its translations in the manuals
+As recipes.lib.corpus.unpaired does (the text of recipes/train.sh --unsupervised), a German line is dropped when any of its translations in the manuals
 is among the English lines. No line is one of the sample's valid or test lines (compared lower-cased,
 spaces collapsed) or has over MAX_WORDS words. The output is determined by the input files.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from recipes.lib.unpaired import unpaired  # noqa: E402
+from recipes.lib.corpus import Pairs, unpaired  # noqa: E402
 
 MAX_WORDS = 60
 SAMPLE = ROOT / "recipes" / "data" / "en-de-docs"
@@ -69,10 +69,9 @@ def main():
         (e, d) for e, d in docs if short(e) and short(d) and normal(e) not in held_out and normal(d) not in held_out
     ]
     pairs = list(zip(read_lines(SAMPLE / "train.en-de.en"), read_lines(SAMPLE / "train.en-de.de"))) + usable
-    en, de, dropped = unpaired(
-        read_lines(SAMPLE / "mono.en"), read_lines(SAMPLE / "mono.de"), [e for e, _ in pairs], [d for _, d in pairs]
-    )
-    text = {"en": en, "de": de}
+    mono = {"en": read_lines(SAMPLE / "mono.en"), "de": read_lines(SAMPLE / "mono.de")}
+    text, dropped = unpaired(mono, [Pairs("en", "de", [e for e, _ in pairs], [d for _, d in pairs])])
+    dropped = dropped.get("de", 0)
     args.out.mkdir(parents=True, exist_ok=True)
     for lang in ("en", "de"):
         if lang == "de" or args.manpages == "both":

@@ -1,11 +1,9 @@
 """PNG figures beside the recipes' tables, drawn with matplotlib (the package's ``[figures]`` extra,
 which ``scripts/setup.sh`` installs); without it a recipe says so in one line and goes on.
 
-    python -m recipes.lib.figures quickstart WORK   # WORK/figures/quickstart.png
-
-* quickstart: full-mask perplexity (en, de) against minutes of pretraining, validation BLEU
-  (de-en, en-de) against minutes of translation, beside copying the source; from the stages' fairseq
-  logs (the wall clock of the training line before each validation);
+* a training run (``recipes/train.sh``, the quickstart): full-mask perplexity per language against minutes
+  of pretraining, validation BLEU per direction against minutes of translation, beside copying the
+  source; from the stages' fairseq logs (the wall clock of the training line before each validation);
 * ablation: test BLEU per run, both directions, beside copying (``results.json``);
 * scale: full-mask perplexity and the contextual lexicon probe against CPU-minutes, one line per
   pretraining configuration (``results.json``);
@@ -15,7 +13,6 @@ which ``scripts/setup.sh`` installs); without it a recipe says so in one line an
 
 import logging
 import re
-import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -59,11 +56,11 @@ def validation_curves(log_text: str, metric: str) -> Dict[str, Curve]:
 
 
 def _copy_baselines(axis, copies: Dict[str, float], suffix: str = "") -> None:
-    """Dashed (de-en) and dotted (en-de) lines at the BLEU of copying the source."""
-    for direction, style in (("de-en", "--"), ("en-de", ":")):
-        if direction in copies:
-            label = f"copy source {direction}{suffix}"
-            axis.axhline(float(copies[direction]), color="grey", linestyle=style, label=label)
+    """Grey lines, one style per direction, at the BLEU of copying the source."""
+    styles = ("--", ":", "-.", (0, (1, 3)), (0, (5, 1)), (0, (3, 1, 1, 1)))
+    for k, direction in enumerate(sorted(copies)):
+        label = f"copy source {direction}{suffix}"
+        axis.axhline(float(copies[direction]), color="grey", linestyle=styles[k % len(styles)], label=label)
 
 
 def _legends(*axes, fontsize: int = 8) -> None:
@@ -79,14 +76,17 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def quickstart(work: Path) -> Optional[Path]:
+def training_run(work: Path, name: str) -> Optional[Path]:
+    """WORK/figures/NAME.png of a ``recipes/train.sh`` run (the quickstart's too): full-mask perplexity per
+    language against minutes of pretraining, validation BLEU per direction against minutes of translation,
+    beside the test sets' copy-the-source BLEU."""
     plt = pyplot()
     if plt is None:
         return None
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     for axis, stage, metric, title in (
-        (left, "pretrain", r"^mlm_(en|de)_fullmask_ppl$", "pretraining: full-mask perplexity"),
-        (right, "translate", r"^bleu_(de-en|en-de)$", "translation: validation BLEU"),
+        (left, "pretrain", r"^mlm_.+_fullmask_ppl$", "pretraining: full-mask perplexity"),
+        (right, "translate", r"^bleu_(?!tok_|mean)", "translation: validation BLEU"),
     ):
         log = work / "logs" / f"{stage}.log"
         curves = validation_curves(log.read_text(encoding="utf-8", errors="replace"), metric) if log.is_file() else {}
@@ -96,11 +96,12 @@ def quickstart(work: Path) -> Optional[Path]:
         axis.set_xlabel("minutes")
     left.set_yscale("log")
     copies = {
-        d: float(f.read_text()) for d in ("de-en", "en-de") if (f := work / "out" / "docs" / f"copy.{d}.txt").is_file()
+        f.name[len("copy.") : -len(".txt")]: float(f.read_text())
+        for f in sorted((work / "out" / "test").glob("copy.*.txt"))
     }
     _copy_baselines(right, copies, " (test)")
     _legends(left, right)
-    return _save(fig, work / "figures" / "quickstart.png")
+    return _save(fig, work / "figures" / f"{name}.png")
 
 
 def ablation(work: Path, results: dict) -> Optional[Path]:
@@ -207,17 +208,3 @@ def xcls_self_training(work: Path, results: dict) -> Optional[Path]:
              xlabel="round of self-training (0: English only)")  # fmt: skip
     _legends(axis)
     return _save(fig, work / "figures" / "xcls-self-training.png")
-
-
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or argv[0] != "quickstart":
-        sys.exit("usage: python -m recipes.lib.figures quickstart WORK")
-    path = quickstart(Path(argv[1]))
-    if path is not None:
-        print(f"figure:      {path} (perplexity and validation BLEU against minutes)")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
