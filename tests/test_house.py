@@ -21,6 +21,7 @@ TEXT_PIPELINE = {
     "preprocess.files",
     "preprocess.text",
     "preprocess.subwords",
+    "preprocess.segment",
 }
 # the plugin's floors, lowest first: a module may import its own floor and those below (the most
 # specific prefix names a module's floor); the package's __init__ stands above them all

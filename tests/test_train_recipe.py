@@ -99,7 +99,9 @@ def test_unpaired_text_of_three_languages_keeps_no_pair_through_a_shared_languag
 def test_real_en_ro_text_split_shares_no_sentence_and_hides_no_pair(tmp_path):
     """On the shared en-ro corpus (what the committed runs used): no sentence in two splits, and the
     unsupervised text holds no pair of the corpus."""
-    from recipes.train import Inputs, build_parser, prepared_text
+    from recipes.lib.corpus import prepared_text
+    from recipes.lib.inputs import Inputs
+    from recipes.train import build_parser
 
     s = SHARED / "en-ro"
     for unsupervised in (False, True):
@@ -268,10 +270,12 @@ def _rows(stdout):
 @pytest.mark.slow  # a whole recipe run, a minute or two
 def test_en_ro_stand_in_end_to_end(tmp_path):
     """The en-ro stand-in from raw files: valid and test split off, MLM+TLM, MT + AE, both directions scored
-    beside copying, --score on the shipped test file, exported with CTranslate2 models, a report, a figure;
-    a re-run only scores."""
+    beside copying, --score on the shipped test file, the lexicon probe of a small dictionary written here,
+    exported with CTranslate2 models, a report, a figure; a re-run only scores."""
     work = tmp_path / "enro"
-    args = ["--pairs", f"en-ro={ENRO}/train.en-ro", "--mono", f"ro={ENRO}/mono.ro",
+    words = ["file fișier", "file fișierul", "window fereastra", "menu meniu", "image imagine", "color culoare"]
+    lexicon = _write(tmp_path / "en-ro.txt", words + ["page pagina", "document documentul", "button buton"])
+    args = ["--pairs", f"en-ro={ENRO}/train.en-ro", "--mono", f"ro={ENRO}/mono.ro", "--dict", f"en-ro={lexicon}",
             "--score", f"docs:ro-en={ENRO}/test.en-ro",
             "--tiny", "--work-dir", work]  # fmt: skip
     proc = _train(*args)
@@ -294,6 +298,10 @@ def test_en_ro_stand_in_end_to_end(tmp_path):
     assert held and not set(held) & set(trained)
     assert sorted(p.name for p in (work / "model" / "ctranslate2").iterdir()) == ["en-ro", "ro-en"]
     assert (work / "figures" / "train.png").stat().st_size > 1000 and (work / "report.md").is_file()
+    # the lexicon probe of the LM, beside the same architecture at random init
+    assert re.search(r"^lexicon probe en-ro \(P@1 NN / CSLS, frequent words; random init beside\): ", out, re.M)
+    (probe,) = report["lexicon"]
+    assert probe["lm"]["evaluated_source_words"] >= 5 and probe["random_init"]["directions"] == "en-ro"
     hub = f'XLMModel.from_pretrained("{work}/model")'
     code = f'from xlm_fairseq import XLMModel; print(repr({hub}.translate("Deschideți fișierul.", src="ro", tgt="en")))'
     hub = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)

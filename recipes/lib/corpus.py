@@ -13,6 +13,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from preprocess.errors import UserError
 from preprocess.langs import parse_langs
+from preprocess.segment import segmenter
+from recipes.lib.plan import TINY
 
 BLOCK = 50  # held-out sets are blocks of this many consecutive lines: documents, not scattered sentences
 TEST_SHARE, TEST_MAX = 0.05, 1000
@@ -199,3 +201,82 @@ def unpaired_leaks(text: Dict[str, List[str]], corpora: Sequence[Pairs]) -> int:
         for s, t in zip(c.src_lines, c.tgt_lines)
         if s in sets.get(c.src, ()) and t in sets.get(c.tgt, ())
     )
+
+
+# ------------------------------------------------------------------------------------------------
+# what each split of a run gets
+# ------------------------------------------------------------------------------------------------
+
+
+def held_cap(args):
+    return TINY["held_lines"] if args.tiny else None
+
+
+def prepared_text(inputs, args) -> dict:
+    """What each split gets: {"train": {pair: Pairs}, "mono": {lang: lines}, "valid"/"test": {pair: Pairs},
+    "notes": [...]}; the held-out sets split off where none were given, and their sentences kept out of
+    the training text."""
+    notes, held = [], {"valid": {}, "test": {}}
+    train = {}
+    cap = held_cap(args)
+    for key, pairs in inputs.pairs.items():
+        need = {split: key not in inputs.held[split] for split in held}
+        rest, valid, test = split_held_out(pairs, need["valid"], need["test"], cap)
+        for split, got in (("valid", valid), ("test", test)):
+            held[split][key] = got if got is not None else inputs.held[split][key]
+            if got is not None:
+                notes.append(f"{split} {key[0]}-{key[1]}: {len(got)} pairs split off as blocks of {BLOCK} lines")
+        # valid keeps no sentence of test either
+        held["valid"][key], _ = keep_out(held["valid"][key], [held["test"][key]])
+        train[key], dropped = keep_out(rest, [held["valid"][key], held["test"][key]])
+        if dropped:
+            notes.append(f"train {key[0]}-{key[1]}: {dropped} pairs dropped (a side is in valid or test)")
+    seen = defaultdict(set)
+    for split in held.values():
+        for pairs in split.values():
+            for lang in (pairs.src, pairs.tgt):
+                seen[lang] |= {s.strip() for s in pairs.side(lang)}
+    mono = {}
+    for lang, lines in inputs.mono.items():
+        mono[lang] = [lines[i] for i in without_sentences(lines, seen[lang]) if lines[i].strip()]
+        if len(mono[lang]) < len(lines):
+            notes.append(f"mono {lang}: {len(lines) - len(mono[lang])} lines left out (blank, or in valid or test)")
+    if args.unsupervised:
+        mono, dropped = unpaired(mono, list(train.values()))
+        kept = ", ".join(f"{len(mono.get(lang, []))} {lang} lines" for lang in inputs.langs)
+        lost = ", ".join(f"{n} {lang}" for lang, n in dropped.items() if n)
+        notes.append(
+            f"unpaired: {kept}" + (f" ({lost} lines dropped as translations of the other side)" if lost else "")
+        )
+        train = {}
+    else:
+        for lang in inputs.langs:
+            if lang not in mono:
+                mono[lang] = list(
+                    dict.fromkeys(s for p in train.values() if lang in (p.src, p.tgt) for s in p.side(lang))
+                )
+    for lang in inputs.langs:
+        if not any(line.strip() for line in mono.get(lang, [])):
+            raise UserError(f"no training text left in {lang} once valid and test sets are taken out")
+    return {"train": train, "mono": mono, "valid": held["valid"], "test": held["test"], "notes": notes}
+
+
+def words_and_characters(text: dict, segmenters: Dict[str, str]) -> Tuple[Dict[str, int], int]:
+    """Training words per language (a segmenter's words for scripts without spaces) and distinct characters."""
+    words, chars = defaultdict(int), set()
+    lines_of = defaultdict(list)
+    for lang, lines in text["mono"].items():
+        lines_of[lang] += lines
+    for pairs in text["train"].values():
+        lines_of[pairs.src] += pairs.src_lines
+        lines_of[pairs.tgt] += pairs.tgt_lines
+    for lang, lines in lines_of.items():
+        lines = list(dict.fromkeys(lines))  # a language's monolingual text may be its sides of the pairs
+        if lang in segmenters:  # a sample's words, scaled: segmenting is slow
+            cut, sample = segmenter(segmenters[lang]), lines[:5000]
+            words[lang] = int(sum(len(cut(line)) for line in sample) * len(lines) / max(len(sample), 1))
+        else:
+            words[lang] = sum(len(line.split()) for line in lines)
+        for line in lines[:200000]:
+            chars.update(line)
+    return dict(words), len(chars)

@@ -1,0 +1,188 @@
+"""The end of a ``recipes/train.sh`` run: every direction of every test set translated with fairseq-generate and
+scored with sacreBLEU beside copying the source (in the target language's BLEU tokenisation), the lexicon
+probe of the LM with ``--dict``, and the report (printed, ``report.md``, ``report.json``)."""
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from preprocess.segment import corpus_bleu
+from recipes.lib import stages
+from recipes.lib.corpus import Pairs
+from recipes.lib.experiments import generated
+from recipes.lib.progress import fields
+from recipes.lib.trained import VALIDATION
+
+ROOT = Path(__file__).resolve().parents[2]
+BEAM = 5
+
+
+def test_sets(run) -> List[Tuple[str, Path, str, Pairs, Path]]:
+    """(name, data-bin, its split, pairs, raw prefix) of every set scored: the held-out tests, then
+    --score sets, each in a data-bin of its own encoded with the run's vocabulary."""
+    sets = [("test", run.data, "test", pairs, run.raw / f"test.{a}-{b}") for (a, b), pairs in run.text["test"].items()]
+    for name, pairs, prefix in run.inputs.scores:
+        digest = hashlib.sha256("\n".join(pairs.src_lines + pairs.tgt_lines).encode()).hexdigest()[:12]
+        bin_dir = run.work / f"test-bin-{digest}"
+        if not (bin_dir / "dict.txt").is_file():
+            partial = Path(f"{bin_dir}.partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            a, b = pairs.src, pairs.tgt
+            cmd = [sys.executable, "-m", "preprocess.prepare", partial, "--langs", f"{a},{b}", "--force", "--quiet",
+                   "--spm-model", run.data / "spm.model", "--dict", run.data / "dict.txt",
+                   "--mono", f"train:{a}={prefix}.{a}", "--mono", f"train:{b}={prefix}.{b}",
+                   "--para", f"test:{a}-{b}={prefix}"]  # fmt: skip
+            cmd += [x for lang, n in run.segmenters.items() if lang in (a, b) for x in ("--segment", f"{lang}={n}")]
+            run.command(cmd, run.logs / f"prepare-{name}.log")
+            partial.rename(bin_dir)
+        sets.append((name, bin_dir, "test", pairs, Path(prefix)))
+    return sets
+
+
+def score(run) -> List[dict]:
+    run.banner(f"4/4 fairseq-generate (beam {BEAM}), every direction; sacreBLEU on detokenised output beside "
+                "copying the source")  # fmt: skip
+    rows = []
+    train_side = defaultdict(set)
+    for pairs in run.text["train"].values():
+        for lang in (pairs.src, pairs.tgt):
+            train_side[lang] |= set(pairs.side(lang))
+    for lang, lines in run.text["mono"].items():
+        train_side[lang] |= set(lines)
+    for name, bin_dir, split, pairs, prefix in test_sets(run):
+        out = run.work / "out" / name
+        out.mkdir(parents=True, exist_ok=True)
+        for src, tgt in ((pairs.src, pairs.tgt), (pairs.tgt, pairs.src)):
+            gen = out / f"gen.{src}-{tgt}.txt"
+            run.command([run.tool("fairseq-generate"), bin_dir, "--user-dir", ROOT / "xlm_fairseq", "--task",
+                          "translation_lm", "-s", src, "-t", tgt, "--gen-subset", split, "--path", run.ckpt,
+                          "--beam", BEAM, "--max-len-a", 1.5, "--max-len-b", 10, "--max-tokens", 4000, "--cpu"],
+                         gen)  # fmt: skip
+            found = generated(gen, "D")
+            refs, sources = pairs.side(tgt), pairs.side(src)
+            if len(found) != len(refs):
+                stages.fail(run.name, f"{gen}: {len(found)} hypotheses for {len(refs)} sentences")
+            hyps = [found[i] for i in range(len(refs))]
+            run.write_lines(out / f"hyp.{src}-{tgt}.txt", hyps)
+            bleu = round(corpus_bleu(hyps, refs, tgt).score, 2)
+            copy = round(corpus_bleu(sources, refs, tgt).score, 2)
+            stages.write_text(out / f"bleu.{src}-{tgt}.txt", f"{bleu}\n")
+            stages.write_text(out / f"copy.{src}-{tgt}.txt", f"{copy}\n")
+            seen = sum(1 for s in sources if s in train_side[src])
+            rows.append(dict(set=name, direction=f"{src}-{tgt}", bleu=bleu, copy=copy, lines=len(refs),
+                             source=f"{prefix}.{src}", seen_in_training=seen,
+                             examples=list(zip(sources, hyps, refs))[:3]))  # fmt: skip
+    return rows
+
+
+# ---- probe, report -----------------------------------------------------------------------
+
+
+def probe(run) -> List[dict]:
+    results = []
+    for a, b, path in run.inputs.dicts:
+        out = run.work / "out" / f"lexicon.{a}-{b}.json"
+        base = [sys.executable, "-m", "xlm_fairseq.evaluation.lexicon", run.lm, "--dict", path,
+                "--data", run.data,
+                "--src", a, "--tgt", b]  # fmt: skip
+        run.command([*base, "--json", out], run.logs / f"lexicon.{a}-{b}.log")
+        run.command([*base, "--random-init", "--json", f"{out}.random"], run.logs / f"lexicon.{a}-{b}.random.log")
+        results.append(dict(pair=f"{a}-{b}", lm=json.loads(out.read_text()),
+                            random_init=json.loads(Path(f"{out}.random").read_text())))  # fmt: skip
+    return results
+
+
+def report(run, rows, probes, trained, figure, what):
+    p = run.plan
+    elapsed = int(time.time() - run.started)
+    lines = [f"== {run.name} finished in {elapsed}s ({'tiny' if p.tiny else 'full'} mode): {what}"]
+    lines += [f"   {t}" for t in trained]
+    lines.append(f"{'test':<8} {'dir':<7} {'BLEU':>6} {'copy source':>12} {'gain':>7}  "
+                 f"(sacreBLEU, detokenised; beam {BEAM}; the 'scored' checkpoint)")  # fmt: skip
+    for r in rows:
+        lines.append(f"{r['set']:<8} {r['direction']:<7} {r['bleu']:>6} {r['copy']:>12} {r['bleu'] - r['copy']:>+7.1f}")
+    for r in rows:
+        if r["direction"].split("-")[0] == r["source"].rsplit(".", 1)[1]:
+            seen = (
+                f"; {r['seen_in_training']} of its source lines occur in training text" if r["seen_in_training"] else ""
+            )
+            lines.append(f"  {r['set']} {r['direction']}: {r['source']}, {r['lines']} lines{seen}")
+    for probe in probes:
+        lines.append(f"lexicon probe {probe['pair']} (P@1 NN / CSLS, frequent words; random init beside): "
+                     f"{_probe_figure(probe['lm'])} / random init "
+                     f"{_probe_figure(probe['random_init'])}")  # fmt: skip
+    lines.append("")
+    for r in rows:
+        if r["set"] == rows[0]["set"]:
+            lines.append(f"examples ({r['direction']}):")
+            for s, h, t in r["examples"]:
+                lines += [f"  src: {s[:300]}", f"  hyp: {h[:300]}", f"  ref: {t[:300]}"]
+    lines += [
+        "",
+        "Read BLEU against 'copy source': names, commands and numbers are shared by the languages, so copying the",
+        "input already scores that much; the gain is what the model translates. The 'trained' line says which",
+        "objectives trained and for how long. What pretraining buys at a budget this machine can afford:",
+        "bash recipes/ablation.sh (table in recipes/README.md).",
+        "",
+        "The translator, exported (no data-bin needed; CTranslate2 models in model/ctranslate2/):",
+        f'  python -c \'from xlm_fairseq import XLMModel; print(XLMModel.from_pretrained("{run.work}/model")'
+        f'.translate("...", src="{p.directions[0][0]}", tgt="{p.directions[0][1]}"))\'',
+        "",
+        f"data-bin:    {run.data}",
+        f"checkpoints: {run.work}/checkpoints/{{pretrain,translate}}",
+        f"outputs:     {run.work}/out/ (generated text, hypotheses, BLEU per test set), logs: {run.logs}",
+        f"figure:      {figure}" if figure else "figure:      none",
+        f"report:      {run.work}/report.md, report.json",
+    ]
+    text = "\n".join(lines) + "\n"
+    print("\n" + text, end="", flush=True)
+    stages.write_text(run.work / "report.md", "```\n" + "\n".join(run.plan_lines) + "\n\n" + text + "```\n")
+    stages.write_json(run.work / "report.json", dict(
+        recipe=run.name, seconds=elapsed, supervision=p.supervision, langs=p.langs, tiny=p.tiny,
+        machine=machine(), commit=commit(), date=time.strftime("%Y-%m-%d %H:%M"),
+        minutes=p.minutes, model=dict(dim=p.size.dim, layers=p.size.layers), vocab=p.vocab,
+        precision=[p.precision, p.translate_precision], trained=trained, notes=run.text["notes"],
+        bleu=[{k: v for k, v in r.items() if k != "examples"} for r in rows], lexicon=probes,
+    ), indent=1)  # fmt: skip
+
+
+def last_validation(log: Path, metric: str) -> Dict[str, str]:
+    """The update and the ``metric`` fields of a fairseq log's last validation."""
+    found: Dict[str, str] = {}
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    for line in text.splitlines():
+        if VALIDATION.search(line):
+            values = fields(line)
+            found = {k: v for k, v in values.items() if k == "num_updates" or re.search(metric, k)}
+    return found
+
+
+def machine() -> str:
+    """The CPU (model name and cores seen), for the figures' record."""
+    try:
+        names = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")]
+    except OSError:
+        names = []
+    return f"{names[0] if names else platform.processor() or '?'} x {os.cpu_count()}"
+
+
+def commit() -> str:
+    proc = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else "?"
+
+
+def _probe_figure(result: dict) -> str:
+    try:
+        frequent = result["frequent"]["contextual"]
+        return f"{frequent['nn_p@1']:.1f} / {frequent['csls_p@1']:.1f}"
+    except (KeyError, TypeError):
+        return "?"

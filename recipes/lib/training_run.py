@@ -1,0 +1,182 @@
+"""One ``recipes/train.sh`` run in its work directory: the stages (preprocess, pretrain, translate and export),
+each skipped when it finished before with the same options (``recipes/lib/stages.py``), then scoring and the
+report (``scoring.py``)."""
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Dict, List
+
+from recipes.lib import figures, scoring, stages
+from recipes.lib.progress import Progress
+from recipes.lib.trained import scored as scored_line
+from recipes.lib.trained import summary as trained_summary
+from recipes.lib.trained import trained_objectives
+
+ROOT = Path(__file__).resolve().parents[2]
+STAGE_IDS = ("preprocess", "pretrain", "translate")
+
+
+class TrainingRun:
+    """The work directory of one run and its stages; ``inputs`` (:mod:`recipes.lib.inputs`), ``text``
+    (:func:`recipes.lib.corpus.prepared_text`) and ``plan`` (:mod:`recipes.lib.plan`) say what it trains."""
+
+    def __init__(self, args, inputs, text: dict, plan, segmenters: Dict[str, str], plan_lines: List[str]):
+        self.args, self.inputs, self.text, self.plan, self.segmenters = args, inputs, text, plan, segmenters
+        self.plan_lines = plan_lines
+        self.name = args.recipe
+        self.work = Path(args.work_dir).resolve()
+        self.data = self.work / "data-bin"
+        self.raw = self.work / "raw"
+        self.logs = self.work / "logs"
+        self.ckpt = self.work / "checkpoints" / "translate" / "checkpoint_best.pt"
+        self.lm = self.work / "checkpoints" / "pretrain" / "checkpoint_best.pt"
+        self.started = time.time()
+        self.bin = Path(sys.executable).parent
+        self.env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+        self.stages = stages.Stages(
+            self.name, self.work, STAGE_IDS, self.keys(),
+            {"pretrain": self.work / "checkpoints" / "pretrain", "translate": self.work / "checkpoints" / "translate"},
+            redo="run with --fresh",
+        )  # fmt: skip
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def tool(self, name: str) -> str:
+        beside = self.bin / name
+        return str(beside) if beside.exists() else name
+
+    def banner(self, text: str):
+        print(f"\n== [{int(time.time() - self.started)}s] {text}", flush=True)
+
+    def command(self, cmd, log, progress=None):
+        stages.run_logged(self.name, [str(c) for c in cmd], log, env=self.env, cwd=ROOT, progress=progress)
+
+    def keys(self) -> Dict[str, str]:
+        sources = hashlib.sha256()
+        for option, path in self.inputs.sources:
+            st = os.stat(path)
+            sources.update(f"{option} {os.path.abspath(path)} {st.st_size} {st.st_mtime_ns}\n".encode())
+        p = self.plan
+        pre = (f"recipe={self.name} mode={'tiny' if p.tiny else 'full'} supervision={p.supervision} "
+               f"langs={','.join(p.langs)} vocab={p.vocab} segment={sorted(self.segmenters.items())} "
+               f"inputs={sources.hexdigest()[:16]}")  # fmt: skip
+        pretrain = f"{pre} model={p.size.dim}x{p.size.layers} hours={p.pretrain_hours} precision={p.precision}"
+        translate = f"{pretrain} translate_hours={p.translate_hours} translate_precision={p.translate_precision}"
+        return {"preprocess": pre, "pretrain": pretrain, "translate": translate}
+
+    def stage(self, sid: str, title: str, detail: str, fn):
+        if self.stages.done(sid):
+            self.banner(f"{title}: done before ({self.stages.marker(sid)}), skipped")
+            return
+        self.banner(f"{title}: {detail}")
+        self.stages.start(sid)
+        fn()
+        self.stages.finish(sid)
+
+    def write_lines(self, path: Path, lines: List[str]):
+        stages.write_text(path, "".join(line + "\n" for line in lines))
+
+    # ---- 1. preprocess ---------------------------------------------------------------------
+
+    def preprocess(self):
+        for line in self.text["notes"]:
+            print(f"   {line}", flush=True)
+        self.raw.mkdir(parents=True, exist_ok=True)
+        args = [sys.executable, "-m", "preprocess.prepare", self.data, "--langs", ",".join(self.plan.langs),
+                "--force", "--quiet", "--vocab-size", self.plan.vocab, "--vocab-size-soft"]  # fmt: skip
+        args += [x for lang, name in self.segmenters.items() for x in ("--segment", f"{lang}={name}")]
+        for lang, lines in self.text["mono"].items():
+            self.write_lines(self.raw / f"train.{lang}", lines)
+            args += ["--mono", f"train:{lang}={self.raw}/train.{lang}"]
+        valid_sides = defaultdict(list)
+        for split in ("train", "valid", "test"):
+            for (a, b), pairs in self.text[split].items():
+                prefix = self.raw / f"{split}.{a}-{b}"
+                for lang in (a, b):
+                    self.write_lines(Path(f"{prefix}.{lang}"), pairs.side(lang))
+                    if split == "valid":
+                        valid_sides[lang] += pairs.side(lang)
+                args += ["--para", f"{split}:{a}-{b}={prefix}"]
+        for lang, lines in valid_sides.items():  # MLM's validation: the valid sets' sides
+            self.write_lines(self.raw / f"valid.{lang}", list(dict.fromkeys(lines)))
+            args += ["--mono", f"valid:{lang}={self.raw}/valid.{lang}"]
+        self.command(args, self.logs / "preprocess.log")
+        summary = json.loads((self.data / "summary.json").read_text(encoding="utf-8"))
+        print(f"   vocabulary: {summary['vocab'].get('spm_vocab_size', '?')} pieces; data-bin: {self.data}")
+
+    # ---- 2. pretraining ------------------------------------------------------------------
+
+    def common(self) -> list:
+        return ["--user-dir", ROOT / "xlm_fairseq", "--cpu", "--num-workers", 0, "--seed", 1, "--log-interval", 100,
+                "--no-epoch-checkpoints", "--step-per-objective", "--langs", ",".join(self.plan.langs)]  # fmt: skip
+
+    def optim(self, lr: float, warmup: int) -> list:
+        from recipes.lib.optim import optim_flags
+
+        return optim_flags(lr=lr, warmup_updates=warmup)
+
+    def pretrain(self):
+        p = self.plan
+        log = self.logs / "pretrain.log"
+        cmd = [self.tool("fairseq-train"), self.data, *self.common(), "--log-file", log, "--task", "cross_lingual_lm",
+               "--mlm-steps", p.mlm_steps(), *p.model_args(), "--tokens-per-sample", 64, "--dropout", 0,
+               "--attention-dropout", 0, *(["--bf16"] if p.precision == "bf16" else []), "--max-tokens", 2048,
+               *self.optim(0.001, 1000), "--max-update", p.pretrain_updates, "--stop-time-hours", p.pretrain_hours,
+               "--validate-interval-updates", p.valid_every * 2, "--save-interval-updates", p.valid_every * 2,
+               "--keep-interval-updates", 1, "--best-checkpoint-metric", "mlm_fullmask_ppl",
+               "--save-dir", self.lm.parent]  # fmt: skip
+        progress = Progress(log, p.pretrain_hours, r"^mlm_.+_fullmask_ppl$")
+        self.command(cmd, self.logs / "pretrain.out", progress)
+
+    # ---- 3. translation ------------------------------------------------------------------
+
+    def translate(self):
+        p = self.plan
+        log = self.logs / "translate.log"
+        cmd = [self.tool("fairseq-train"), self.data, *self.common(), "--log-file", log, "--task", "translation_lm",
+               *p.objectives(), "--word-shuffle", 3, "--word-dropout", 0.1, "--word-blank", 0.1,
+               "--pretrained-xlm-checkpoint", self.lm, *p.model_args(), "--dropout", 0.1, "--attention-dropout", 0.1,
+               *(["--bf16"] if p.translate_precision == "bf16" else []), "--max-tokens", 2000,
+               "--max-sentence-len", 100, *self.optim(0.001, 500), "--max-update", p.translate_updates,
+               "--stop-time-hours", p.translate_hours, "--validate-interval-updates", p.valid_every,
+               "--save-interval-updates", p.valid_every, "--keep-interval-updates", 1,
+               "--best-checkpoint-metric", "bleu_tok_mean", "--maximize-best-checkpoint-metric",
+               "--save-dir", self.ckpt.parent]  # fmt: skip
+        self.command(cmd, self.logs / "translate.out", Progress(log, p.translate_hours, r"^bleu_(?!tok_|mean)"))
+        print(f"   {trained_summary(log.read_text(encoding='utf-8', errors='replace'))}", flush=True)
+        directions = ",".join(f"{a}-{b}" for a, b in p.directions)
+        self.command([sys.executable, "-m", "xlm_fairseq.inference.export", self.ckpt, self.work / "model",
+                      "--data", self.data, "--force", "--ctranslate2", "--directions", directions],
+                     self.logs / "export.log")  # fmt: skip
+
+    # ---- 4. scoring ------------------------------------------------------------------------
+
+    def run(self):
+        p = self.plan
+        pairs = sum(len(x) for x in self.text["train"].values())
+        what = (f"semi-supervised MT (MT on {pairs} pairs + AE + back-translation on monolingual text)"
+                if p.supervision == "semi"
+                else "unsupervised MT (AE + back-translation on monolingual text only)")  # fmt: skip
+        pre = "MLM+TLM pretraining" if p.supervision == "semi" else "MLM pretraining"
+        self.stage("preprocess", "1/4 preprocess",
+                   f"held-out sets, Moses or segmenters, joint sentencepiece ({p.vocab}), binarisation -> {self.data}",
+                   self.preprocess)  # fmt: skip
+        self.stage("pretrain", f"2/4 {pre}", f"cross_lingual_lm, --mlm-steps {p.mlm_steps()}, {p.size.name}, "
+                   f"{p.precision}, {p.pretrain_hours}h; log: {self.logs / 'pretrain.log'}", self.pretrain)  # fmt: skip
+        self.stage("translate", f"3/4 {what}", f"translation_lm initialised from the LM, {p.translate_precision}, "
+                   f"{p.translate_hours}h; log: {self.logs / 'translate.log'}", self.translate)  # fmt: skip
+        rows = scoring.score(self)
+        probes = scoring.probe(self)
+        log = (self.logs / "translate.log").read_text(encoding="utf-8", errors="replace")
+        trained = [trained_summary(log), scored_line(self.ckpt, trained_objectives(log)[2])]
+        for stage, metric in (("pretrain", r"^mlm_.+_fullmask_ppl$"), ("translate", r"^bleu_(?!tok_|mean)")):
+            last = scoring.last_validation(self.logs / f"{stage}.log", metric)
+            trained.append(f"{stage} last validated at update {last.pop('num_updates', '?')}: "
+                           + " ".join(f"{k} {v}" for k, v in last.items()))  # fmt: skip
+        figure = figures.training_run(self.work, self.name)
+        scoring.report(self, rows, probes, trained, figure, what)
