@@ -38,7 +38,8 @@ class Pairs:
         return len(self.src_lines)
 
     def side(self, lang: str) -> List[str]:
-        return self.src_lines if lang == self.src else self.tgt_lines
+        """The lines in ``lang`` ([] for a language not of the pair)."""
+        return self.src_lines if lang == self.src else self.tgt_lines if lang == self.tgt else []
 
     def select(self, keep: Sequence[int]) -> "Pairs":
         return Pairs(self.src, self.tgt, [self.src_lines[i] for i in keep], [self.tgt_lines[i] for i in keep])
@@ -217,18 +218,22 @@ def prepared_text(inputs, args) -> dict:
     "notes": [...]}; the held-out sets split off where none were given, and their sentences kept out of
     the training text."""
     notes, held = [], {"valid": {}, "test": {}}
-    train = {}
+    rest, train = {}, {}
     cap = held_cap(args)
     for key, pairs in inputs.pairs.items():
         need = {split: key not in inputs.held[split] for split in held}
-        rest, valid, test = split_held_out(pairs, need["valid"], need["test"], cap)
+        rest[key], valid, test = split_held_out(pairs, need["valid"], need["test"], cap)
         for split, got in (("valid", valid), ("test", test)):
             held[split][key] = got if got is not None else inputs.held[split][key]
             if got is not None:
                 notes.append(f"{split} {key[0]}-{key[1]}: {len(got)} pairs split off as blocks of {BLOCK} lines")
-        # valid keeps no sentence of test either
-        held["valid"][key], _ = keep_out(held["valid"][key], [held["test"][key]])
-        train[key], dropped = keep_out(rest, [held["valid"][key], held["test"][key]])
+    # no sentence in two splits, across pairs too (an English test sentence of en-de is no en-ro training pair):
+    # valid keeps none of any test, training text none of any valid or test
+    tests = list(held["test"].values())
+    for key in held["valid"]:
+        held["valid"][key], _ = keep_out(held["valid"][key], tests)
+    for key in rest:
+        train[key], dropped = keep_out(rest[key], tests + list(held["valid"].values()))
         if dropped:
             notes.append(f"train {key[0]}-{key[1]}: {dropped} pairs dropped (a side is in valid or test)")
     seen = defaultdict(set)
