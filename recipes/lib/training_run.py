@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List
 
+from preprocess.files import file_sha256
 from recipes.lib import figures, scoring, stages
 from recipes.lib.progress import Progress
 from recipes.lib.trained import scored as scored_line
@@ -57,10 +58,10 @@ class TrainingRun:
         stages.run_logged(self.name, [str(c) for c in cmd], log, env=self.env, cwd=ROOT, progress=progress)
 
     def keys(self) -> Dict[str, str]:
+        # the files' contents, not their paths or times: a copied or restored corpus resumes its run
         sources = hashlib.sha256()
         for option, path in self.inputs.sources:
-            st = os.stat(path)
-            sources.update(f"{option} {os.path.abspath(path)} {st.st_size} {st.st_mtime_ns}\n".encode())
+            sources.update(f"{option} {file_sha256(path)}\n".encode())
         p = self.plan
         pre = (f"recipe={self.name} mode={'tiny' if p.tiny else 'full'} supervision={p.supervision} "
                f"langs={','.join(p.langs)} vocab={p.vocab} segment={sorted(self.segmenters.items())} "
