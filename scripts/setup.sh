@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# One-shot, idempotent set-up: .venv with torch 2.13.0 (CPU), fairseq, and this package (editable, test and
-# figures extras).
+# One-shot, idempotent set-up: .venv with torch 2.13.0, fairseq, and this package (editable, test and
+# figures extras). TORCH_BUILD picks torch's build explicitly: cpu (default, PyTorch's CPU index: the
+# +cpu wheel), cuda (PyPI's Linux wheel, which brings its CUDA libraries) or cuXYZ (PyTorch's index for
+# that CUDA version, e.g. cu126).
 # fairseq-fixed is built from source once (its build needs torch, hence --no-build-isolation) and the
 # wheel is cached in $XLM_FAIRSEQ_WHEELS (default ~/.cache/xlm-fairseq/wheels).
 set -euo pipefail
@@ -9,8 +11,15 @@ PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 WHEELS=${XLM_FAIRSEQ_WHEELS:-$HOME/.cache/xlm-fairseq/wheels}
 TORCH_VERSION=${TORCH_VERSION:-2.13.0}
+TORCH_BUILD=${TORCH_BUILD:-cpu}
+case "$TORCH_BUILD" in
+  cpu|cu[0-9]*) torch_req="torch==$TORCH_VERSION+$TORCH_BUILD"
+    torch_index=(--extra-index-url "https://download.pytorch.org/whl/$TORCH_BUILD") ;;
+  cuda) torch_req="torch==$TORCH_VERSION"; torch_index=() ;;
+  *) echo "setup: error: TORCH_BUILD=$TORCH_BUILD is not cpu, cuda or cuXYZ (e.g. cu126)" >&2; exit 1 ;;
+esac
 stamp="$VENV/.xlm-fairseq-setup"
-want="$(cat setup.py scripts/setup.sh | sha256sum | cut -c1-16)"
+want="$(cat setup.py scripts/setup.sh | sha256sum | cut -c1-16) $TORCH_BUILD"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c "import fairseq, xlm_fairseq" 2>/dev/null; then
   echo "setup: $VENV is up to date"
   exit 0
@@ -20,7 +29,7 @@ start=$(date +%s)
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 pip() { "$VENV/bin/python" -m pip "$@"; }
 pip install -q --upgrade pip wheel cython numpy
-pip install -q "torch==$TORCH_VERSION"
+pip install -q "$torch_req" "${torch_index[@]}"
 if "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   fairseq_req="fairseq-fixed==0.12.3.1"; fairseq_glob="fairseq_fixed-0.12.3.1-*.whl"
 else
@@ -33,5 +42,9 @@ if ! ls "$WHEELS"/$fairseq_glob >/dev/null 2>&1; then
 fi
 pip install -q "$WHEELS"/$fairseq_glob
 pip install -q -e ".[test,figures]"
+# fairseq-fixed requires torchaudio (for its speech tasks, which this plugin does not use), but no
+# torchaudio release pairs with torch 2.13 (the newest, 2.11.1, is linked to PyPI's CUDA torch of its own
+# version): it fails to load, and transformers imports it whenever it is installed, so it is removed
+pip uninstall -q -y torchaudio 2>/dev/null || true
 echo "$want" > "$stamp"
 echo "setup: done in $(( $(date +%s) - start ))s ($VENV)"
