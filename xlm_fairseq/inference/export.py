@@ -8,6 +8,9 @@ and the text pipeline (``text_pipeline.json`` and its subword model), so that
 With ``--ctranslate2`` a translation model also gets one CTranslate2 model per direction
 (``ctranslate2/SRC-TGT``, ``--directions`` or every pair of its languages), which
 ``XLMModel.from_pretrained(OUT_DIR).translate`` then uses (``inference/ctranslate2_models.py``).
+With ``--hf`` it gets one Hugging Face ``transformers`` model and tokenizer per direction
+(``hf/SRC-TGT``, ``--directions`` too), which need neither fairseq nor this package
+(``inference/hf_translators.py``).
 The optimizer state is left out (a third of a checkpoint's size with Adam's two moments). OUT_DIR
 appears whole or not at all; an existing one is replaced only with ``--force``."""
 
@@ -36,6 +39,7 @@ def export_model_dir(
     ctranslate2: bool = False,
     quantization: Optional[str] = None,
     directions: Optional[str] = None,
+    hf: bool = False,
 ) -> str:
     """Write OUT_DIR (see the module's doc); returns its absolute path."""
     if not os.path.isfile(checkpoint):
@@ -70,8 +74,13 @@ def export_model_dir(
         if len(heads) != 1 or None in heads:
             raise XLMUserError(f"{checkpoint}: --ctranslate2 needs one number of attention heads on both sides")
         pairs = parse_directions(directions, ckpt.langs)
-    elif quantization or directions:
-        raise XLMUserError("--quantization and --directions go with --ctranslate2")
+    if (quantization and not ctranslate2) or (directions and not (ctranslate2 or hf)):
+        raise XLMUserError("--quantization and --directions go with --ctranslate2 (--directions also with --hf)")
+    if hf:
+        from xlm_fairseq.inference import hf_translators
+
+        hf_translators.check_exportable(state["model"], cfg.get("model") or {}, checkpoint)
+        pairs = parse_directions(directions, ckpt.langs)
     out_dir = os.path.abspath(out_dir)
     state = dict(state, last_optimizer_state=None, task_state=task_state)
     state["cfg"] = dict(cfg, task=dict(cfg.get("task") or {}, data=out_dir))
@@ -82,6 +91,8 @@ def export_model_dir(
         torch_persistent_save(state, os.path.join(tmp, MODEL_FILE))
         if ctranslate2:
             write_ctranslate2(state["model"], heads.pop(), ckpt.langs, dictionary.symbols, tmp, pairs, quantization)
+        if hf:
+            hf_translators.write_hf(state, ckpt.langs, dictionary.symbols, pipeline, tmp, pairs)
     return out_dir
 
 
@@ -95,7 +106,8 @@ def main(argv=None) -> int:
         "--ctranslate2", action="store_true", help="also a CTranslate2 model per direction (a translation model)"
     )
     p.add_argument("--quantization", choices=QUANTIZATIONS, help="CTranslate2 weights (default: float32)")
-    p.add_argument("--directions", metavar="SRC-TGT,...", help="CTranslate2 directions (default: every pair)")
+    p.add_argument("--hf", action="store_true", help="also a Hugging Face transformers model per direction")
+    p.add_argument("--directions", metavar="SRC-TGT,...", help="CTranslate2 / --hf directions (default: every pair)")
 
     def run(argv):
         args = p.parse_args(argv)
@@ -107,6 +119,7 @@ def main(argv=None) -> int:
             args.ctranslate2,
             args.quantization,
             args.directions,
+            args.hf,
         )
         print(f"export: wrote {out}")
         return 0
