@@ -5,7 +5,7 @@ import io
 import os
 import random
 import re
-from typing import Dict, Iterator, List, Sequence
+from typing import Dict, Iterable, Iterator, List, Sequence, Tuple
 
 from preprocess.errors import UserError
 from preprocess.inputs import read_lines
@@ -46,23 +46,33 @@ def _canonical_model(proto: bytes) -> bytes:
 
 
 def train_spm(streams, line_counts, tok_paths, args, vocab_size, log) -> bytes:
-    import sentencepiece as spm
-
     log(
         f"[2/3] training sentencepiece BPE, vocab {vocab_size}, at most "
         f"{args.spm_sentences_per_lang:,} sentences per language"
     )
+    sentences = _spm_sample(streams, line_counts, tok_paths, args.langs, args.spm_sentences_per_lang)
+    return train_spm_bpe(sentences, vocab_size, args.character_coverage, not getattr(args, "vocab_size_soft", False),
+                         args.workers)  # fmt: skip
+
+
+def train_spm_bpe(sentences: Iterable[str], vocab_size: int, character_coverage: float = 0.9999,
+                  hard_vocab_limit: bool = False, threads: int = 1) -> bytes:  # fmt: skip
+    """A sentencepiece BPE model learnt on tokenised ``sentences`` (ids: <unk> 0, <s> 1, </s> 2, no pad), its
+    bytes independent of ``threads``; a data-bin's joint vocabulary, or a new language's pieces
+    (:func:`extend_spm_model`)."""
+    import sentencepiece as spm
+
     model = io.BytesIO()
     spm.set_random_generator_seed(SPM_SEED)
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=_spm_sample(streams, line_counts, tok_paths, args.langs, args.spm_sentences_per_lang),
+            sentence_iterator=(line for line in sentences if line),
             model_writer=model,
             model_type="bpe",
             vocab_size=vocab_size,
-            character_coverage=args.character_coverage,
-            num_threads=args.workers,
-            hard_vocab_limit=not getattr(args, "vocab_size_soft", False),
+            character_coverage=character_coverage,
+            num_threads=threads,
+            hard_vocab_limit=hard_vocab_limit,
             unk_id=0,
             bos_id=1,
             eos_id=2,
@@ -140,3 +150,60 @@ def load_dictionary(path: str, what: str):
 def load_bpe_codes(path: str) -> XLMBPE:
     """XLM/fastBPE codes (``a b [count]`` per line, checked) -> their applier."""
     return XLMBPE(read_bpe_codes(os.path.abspath(path), "--bpe-codes"))
+
+
+def _proto(model: bytes):
+    from sentencepiece import sentencepiece_model_pb2
+
+    m = sentencepiece_model_pb2.ModelProto()
+    m.ParseFromString(model)
+    return m
+
+
+def _reachable(pieces: Sequence[str], known: set) -> List[str]:
+    """The pieces BPE can still make: one character, or two pieces it can make (a piece whose parts were
+    dropped would never be produced)."""
+    kept, made = [], set(known)
+    for piece in sorted(pieces, key=len):
+        if len(piece) == 1 or any(piece[:i] in made and piece[i:] in made for i in range(1, len(piece))):
+            made.add(piece)
+            kept.append(piece)
+    order = {p: i for i, p in enumerate(pieces)}
+    return sorted(kept, key=order.get)
+
+
+def extend_spm_model(old: bytes, new: bytes, keep: Sequence[str] = ()) -> Tuple[bytes, List[str], List[str]]:
+    """``old`` with the pieces of ``new`` it lacks appended after its own (BPE merges by score: the old
+    merges all come first, so a word made of old pieces alone segments as before). A new piece that
+    would change how a line of ``keep`` (tokenised text of the old languages) segments is left out, as is
+    one that can no longer be made. Returns (model bytes, pieces added in order, pieces left out)."""
+    import sentencepiece as spm
+
+    base, learnt = _proto(old), _proto(new)
+    normal = base.pieces[0].__class__.NORMAL
+    have = {p.piece for p in base.pieces}
+    candidates = [p.piece for p in learnt.pieces if p.type == normal and p.piece not in have]
+    candidates = [p for p in candidates if not any(ch.isspace() for ch in p)]
+    lowest = min((p.score for p in base.pieces if p.type == normal), default=0.0)
+    added, dropped = list(candidates), []
+
+    def build(pieces):
+        m = _proto(old)
+        for i, piece in enumerate(pieces):
+            entry = m.pieces.add()
+            entry.piece, entry.score, entry.type = piece, lowest - 1 - i, normal
+        return m.SerializeToString()
+
+    while True:
+        added = _reachable(added, have)
+        model = build(added)
+        sp = spm.SentencePieceProcessor(model_proto=model)
+        new_pieces = set(added)
+        # a new character only replaces an <unk>: kept
+        fired = {p for line in keep for p in sp.encode_as_pieces(line) if p in new_pieces and len(p) > 1}
+        if not fired:
+            break
+        dropped += [p for p in added if p in fired]
+        added = [p for p in added if p not in fired]
+    dropped += [p for p in candidates if p not in added and p not in dropped]
+    return model, added, dropped

@@ -30,6 +30,7 @@ from preprocess.segment import check_bleu, parse_segmenters, segmenter
 from recipes.lib import stages
 from recipes.lib.corpus import prepared_text, words_and_characters
 from recipes.lib.inputs import Inputs
+from recipes.lib.lm_start import LMStart
 from recipes.lib.plan import make_plan
 from recipes.lib.training_run import TrainingRun
 
@@ -95,6 +96,13 @@ def build_parser(name: str = "train") -> argparse.ArgumentParser:
         help="no pair is seen: MLM pretraining (no TLM) and AE + back-translation on unpaired halves of the pairs "
         "and the monolingual text (default: semi-supervised: MLM+TLM, then MT + AE + BT)",
     )
+    add(
+        "--lm",
+        metavar="DIR",
+        help="start from this pretrained LM of ours (a model dir or checkpoint): its vocabulary, text pipeline and "
+        "size; its languages must cover the run's (add one first: xlm-fairseq-convert LM OUT --add-lang LANG "
+        "--text FILE). A language of the LM in no pair may come as --mono: pretraining keeps it, translation not",
+    )
     add("--minutes", type=float, default=30.0, help="the whole run's budget on this machine (default 30)")
     add("--vocab-size", type=int, help="subword vocabulary (default: from the text's size)")
     add(
@@ -147,8 +155,15 @@ def main(argv=None) -> int:
         work = Path(args.work_dir)
         if work.exists() and not work.is_dir():
             raise UserError(f"--work-dir {work}: exists and is not a directory")
-        inputs = Inputs(args)
+        lm = LMStart(args.lm) if args.lm else None
+        inputs = Inputs(args, kept=lm.langs if lm else ())
+        if lm:
+            lm.check_langs(inputs.langs)
+            if args.vocab_size is not None or args.segment:
+                raise UserError("--vocab-size and --segment come from the LM with --lm")
         segmenters = parse_segmenters(args.segment, inputs.langs)
+        if lm:
+            segmenters = {k: v for k, v in lm.settings.segmenters.items() if k in inputs.langs}
         for seg in set(segmenters.values()):
             segmenter(seg)
         for a, b in inputs.pairs:
@@ -160,7 +175,7 @@ def main(argv=None) -> int:
         refuse(str(e))
     precision = choose_precision(args.precision)
     plan = make_plan(inputs.langs, list(inputs.pairs), "unsupervised" if args.unsupervised else "semi", args.tiny,
-                     args.minutes, precision, words, characters, args.vocab_size)  # fmt: skip
+                     args.minutes, precision, words, characters, args.vocab_size, lm)  # fmt: skip
     lines = plan.describe(words)
     print(f"== {name}: {work.resolve()}")
     for line in lines + (text["notes"] if args.plan else []):
@@ -169,7 +184,7 @@ def main(argv=None) -> int:
         return 0
     if args.fresh and work.exists():
         shutil.rmtree(work)
-    TrainingRun(args, inputs, text, plan, segmenters, lines).run()
+    TrainingRun(args, inputs, text, plan, segmenters, lines, lm).run()
     return 0
 
 

@@ -260,10 +260,17 @@ def prepared_text(inputs, args) -> dict:
                 mono[lang] = list(
                     dict.fromkeys(s for p in train.values() if lang in (p.src, p.tgt) for s in p.side(lang))
                 )
+    valid_mono = {}
+    for lang in inputs.langs:  # a language in no pair (a pretrained LM's, kept): MLM's validation from its text
+        if not any(lang in key for key in inputs.pairs) and mono.get(lang):
+            n = min(cap or 500, max(len(mono[lang]) // 40, 1))
+            valid_mono[lang], mono[lang] = mono[lang][:n], mono[lang][n:]
+            notes.append(f"valid {lang}: its first {n} lines (a language in no pair: MLM's validation)")
     for lang in inputs.langs:
         if not any(line.strip() for line in mono.get(lang, [])):
             raise UserError(f"no training text left in {lang} once valid and test sets are taken out")
-    return {"train": train, "mono": mono, "valid": held["valid"], "test": held["test"], "notes": notes}
+    return {"train": train, "mono": mono, "valid": held["valid"], "test": held["test"], "valid_mono": valid_mono,
+            "notes": notes}  # fmt: skip
 
 
 def words_and_characters(text: dict, segmenters: Dict[str, str]) -> Tuple[Dict[str, int], int]:

@@ -13,7 +13,8 @@ from recipes.lib.plan import TINY
 class Inputs:
     """The user's text, read whole and checked, and what each split gets."""
 
-    def __init__(self, args):
+    def __init__(self, args, kept=()):
+        """``kept``: languages that may come without a pair (a pretrained LM's: pretraining keeps them)."""
         tiny = TINY if args.tiny else {}
         self.langs: List[str] = []
         self.pairs: Dict[Tuple[str, str], Pairs] = {}
@@ -75,6 +76,6 @@ class Inputs:
             self.langs = list(known)
         if not self.pairs:
             raise UserError("--pairs: no parallel text; validation and scoring need some (give --pairs SRC-TGT=PREFIX)")
-        lonely = [lang for lang in self.langs if not any(lang in p for p in self.pairs)]
+        lonely = [lang for lang in self.langs if not any(lang in p for p in self.pairs) and lang not in kept]
         if lonely:
             raise UserError(f"--mono {lonely[0]}: a language in no pair has no direction to translate (add --pairs)")

@@ -91,6 +91,14 @@ class Plan:
     translate_updates: int
     valid_every: int
     bt_from: int
+    heads: int = HEADS
+    lm: Optional[str] = None  # the pretrained LM the run starts from (--lm), or None
+
+    @property
+    def pair_langs(self) -> List[str]:
+        """The languages translation trains on: those of the pairs (an LM's other languages are kept in
+        pretraining only)."""
+        return [lang for lang in self.langs if any(lang in p for p in self.pairs)]
 
     @property
     def translate_precision(self) -> str:
@@ -113,7 +121,7 @@ class Plan:
         and (with pairs) MT both ways; XLM's UNMT lets AE fade out while BT carries on from the start, with
         pairs BT joins once MT produces something worth back-translating."""
         bt = ",".join(f"{a}-{b}-{a}" for a, b in self.directions)
-        args = ["--ae-steps", ",".join(self.langs), "--bt-steps", bt]
+        args = ["--ae-steps", ",".join(self.pair_langs), "--bt-steps", bt]
         n = self.bt_from
         if self.supervision == "unsupervised":
             return args + ["--lambda-ae", f"0:1,{n * 2}:0.1,{n * 4}:0"]
@@ -124,7 +132,7 @@ class Plan:
 
     def model_args(self) -> List[str]:
         d, n = self.size.dim, self.size.layers
-        sides = [[f"--{side}-embed-dim", d, f"--{side}-layers", n, f"--{side}-attention-heads", HEADS]
+        sides = [[f"--{side}-embed-dim", d, f"--{side}-layers", n, f"--{side}-attention-heads", self.heads]
                  for side in ("encoder", "decoder")]  # fmt: skip
         return ["--arch", "xlm_tiny", *sides[0], *sides[1]]
 
@@ -140,15 +148,17 @@ class Plan:
             f"languages:   {','.join(self.langs)}; pairs: {', '.join(f'{a}-{b}' for a, b in self.pairs)}; "
             f"{'semi-supervised' if self.supervision == 'semi' else 'unsupervised (no pair seen)'}",
             f"text:        train words {text}",
-            f"vocabulary:  {self.vocab:,} pieces, joint sentencepiece (fewer if the text cannot make them)",
-            f"model:       {self.size.name}, {HEADS} heads: {self.size_why}",
+            f"vocabulary:  {self.vocab:,} pieces, "
+            + (f"the LM's ({self.lm})" if self.lm else "joint sentencepiece (fewer if the text cannot make them)"),
+            f"model:       {self.size.name}, {self.heads} heads: {self.size_why}",
             f"budget:      {budget}",
             f"precision:   pretraining {self.precision}, translation {self.translate_precision}",
         ]
 
 
 def make_plan(langs: Sequence[str], pairs, supervision: str, tiny: bool, minutes: float, precision: str,
-              words: Dict[str, int], characters: int, vocab: Optional[int] = None) -> Plan:  # fmt: skip
+              words: Dict[str, int], characters: int, vocab: Optional[int] = None, lm=None) -> Plan:  # fmt: skip
+    """``lm``: a :class:`recipes.lib.lm_start.LMStart` that fixes the size and the vocabulary."""
     total = sum(words.values())
     pretrain_share, translate_share = SHARES[supervision]
     if tiny:
@@ -158,6 +168,9 @@ def make_plan(langs: Sequence[str], pairs, supervision: str, tiny: bool, minutes
         hours = (round(pretrain_share * minutes / 60, 4), round(translate_share * minutes / 60, 4))
         schedule = FULL
     size, why = choose_size(hours[0] * 60, total * PIECES_PER_WORD)
+    if lm is not None:
+        size, why = lm.size(), "the LM's (--lm), pretraining continues from it"
+        vocab = len(lm.ckpt.assets.dictionary()[0])
     return Plan(
         langs=list(langs),
         pairs=list(pairs),
@@ -174,4 +187,6 @@ def make_plan(langs: Sequence[str], pairs, supervision: str, tiny: bool, minutes
         translate_updates=schedule["translate_updates"],
         valid_every=schedule["valid_every"],
         bt_from=schedule["bt_from"],
+        heads=lm.heads if lm is not None else HEADS,
+        lm=lm.path if lm is not None else None,
     )

@@ -26,8 +26,9 @@ class TrainingRun:
     """The work directory of one run and its stages; ``inputs`` (:mod:`recipes.lib.inputs`), ``text``
     (:func:`recipes.lib.corpus.prepared_text`) and ``plan`` (:mod:`recipes.lib.plan`) say what it trains."""
 
-    def __init__(self, args, inputs, text: dict, plan, segmenters: Dict[str, str], plan_lines: List[str]):
+    def __init__(self, args, inputs, text: dict, plan, segmenters: Dict[str, str], plan_lines: List[str], lm=None):
         self.args, self.inputs, self.text, self.plan, self.segmenters = args, inputs, text, plan, segmenters
+        self.start_lm = lm  # recipes.lib.lm_start.LMStart (--lm) or None
         self.plan_lines = plan_lines
         self.name = args.recipe
         self.work = Path(args.work_dir).resolve()
@@ -66,6 +67,7 @@ class TrainingRun:
         pre = (f"recipe={self.name} mode={'tiny' if p.tiny else 'full'} supervision={p.supervision} "
                f"langs={','.join(p.langs)} vocab={p.vocab} segment={sorted(self.segmenters.items())} "
                f"inputs={sources.hexdigest()[:16]}")  # fmt: skip
+        pre += f" lm={self.start_lm.digest}" if self.start_lm else ""
         pretrain = f"{pre} model={p.size.dim}x{p.size.layers} hours={p.pretrain_hours} precision={p.precision}"
         translate = f"{pretrain} translate_hours={p.translate_hours} translate_precision={p.translate_precision}"
         return {"preprocess": pre, "pretrain": pretrain, "translate": translate}
@@ -89,7 +91,12 @@ class TrainingRun:
             print(f"   {line}", flush=True)
         self.raw.mkdir(parents=True, exist_ok=True)
         args = [sys.executable, "-m", "preprocess.prepare", self.data, "--langs", ",".join(self.plan.langs),
-                "--force", "--quiet", "--vocab-size", self.plan.vocab, "--vocab-size-soft"]  # fmt: skip
+                "--force", "--quiet"]  # fmt: skip
+        if self.start_lm:  # the LM's vocabulary and pipeline options
+            args += [x for item in self.start_lm.vocab_files(self.work / "lm").items() for x in item]
+            args += ["--ro-remove-diacritics"] if self.start_lm.settings.ro_remove_diacritics else []
+        else:
+            args += ["--vocab-size", self.plan.vocab, "--vocab-size-soft"]
         args += [x for lang, name in self.segmenters.items() for x in ("--segment", f"{lang}={name}")]
         for lang, lines in self.text["mono"].items():
             self.write_lines(self.raw / f"train.{lang}", lines)
@@ -103,6 +110,8 @@ class TrainingRun:
                     if split == "valid":
                         valid_sides[lang] += pairs.side(lang)
                 args += ["--para", f"{split}:{a}-{b}={prefix}"]
+        for lang, lines in self.text.get("valid_mono", {}).items():
+            valid_sides[lang] += lines
         for lang, lines in valid_sides.items():  # MLM's validation: the valid sets' sides
             self.write_lines(self.raw / f"valid.{lang}", list(dict.fromkeys(lines)))
             args += ["--mono", f"valid:{lang}={self.raw}/valid.{lang}"]
@@ -112,9 +121,9 @@ class TrainingRun:
 
     # ---- 2. pretraining ------------------------------------------------------------------
 
-    def common(self) -> list:
+    def common(self, langs: List[str]) -> list:
         return ["--user-dir", ROOT / "xlm_fairseq", "--cpu", "--num-workers", 0, "--seed", 1, "--log-interval", 100,
-                "--no-epoch-checkpoints", "--step-per-objective", "--langs", ",".join(self.plan.langs)]  # fmt: skip
+                "--no-epoch-checkpoints", "--step-per-objective", "--langs", ",".join(langs)]  # fmt: skip
 
     def optim(self, lr: float, warmup: int) -> list:
         from recipes.lib.optim import optim_flags
@@ -124,7 +133,9 @@ class TrainingRun:
     def pretrain(self):
         p = self.plan
         log = self.logs / "pretrain.log"
-        cmd = [self.tool("fairseq-train"), self.data, *self.common(), "--log-file", log, "--task", "cross_lingual_lm",
+        start = ["--pretrained-xlm-checkpoint", self.start_lm.path] if self.start_lm else []
+        cmd = [self.tool("fairseq-train"), self.data, *self.common(p.langs), *start, "--log-file", log,
+               "--task", "cross_lingual_lm",
                "--mlm-steps", p.mlm_steps(), *p.model_args(), "--tokens-per-sample", 64, "--dropout", 0,
                "--attention-dropout", 0, *(["--bf16"] if p.precision == "bf16" else []), "--max-tokens", 2048,
                *self.optim(0.001, 1000), "--max-update", p.pretrain_updates, "--stop-time-hours", p.pretrain_hours,
@@ -139,7 +150,8 @@ class TrainingRun:
     def translate(self):
         p = self.plan
         log = self.logs / "translate.log"
-        cmd = [self.tool("fairseq-train"), self.data, *self.common(), "--log-file", log, "--task", "translation_lm",
+        cmd = [self.tool("fairseq-train"), self.data, *self.common(p.pair_langs), "--log-file", log,
+               "--task", "translation_lm",
                *p.objectives(), "--word-shuffle", 3, "--word-dropout", 0.1, "--word-blank", 0.1,
                "--pretrained-xlm-checkpoint", self.lm, *p.model_args(), "--dropout", 0.1, "--attention-dropout", 0.1,
                *(["--bf16"] if p.translate_precision == "bf16" else []), "--max-tokens", 2000,

@@ -8,6 +8,7 @@ from typing import Optional
 
 from preprocess.errors import ArgumentParser, run_command
 from preprocess.files import check_out_dir
+from xlm_fairseq.convert.add_language import PIECE_INITS, add_language
 from xlm_fairseq.convert.detect import HF_DIR, OURS, XLM_PTH, Found, detect_source
 from xlm_fairseq.convert.lm import LM
 from xlm_fairseq.convert.read_hf import read_hf_dir
@@ -120,10 +121,34 @@ def _run(argv):
         "yes if no entry has an uppercase letter, as for XLM's XNLI-15 models; no for the cased MT models)",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing non-empty OUT_DIR")
+    new = parser.add_argument_group(
+        "a new language (--add-lang): SRC is our pretrained LM, OUT_DIR the LM with the language added; continue "
+        "pretraining from OUT_DIR/model.pt (--pretrained-xlm-checkpoint) on the old languages and the new one"
+    )
+    new.add_argument("--add-lang", metavar="LANG", help="the language to add, e.g. ro")
+    new.add_argument("--text", action="append", default=[], metavar="FILE", help="its raw text (repeatable)")
+    new.add_argument(
+        "--keep-text",
+        action="append",
+        default=[],
+        metavar="LANG=FILE",
+        help="text of an old language: new pieces that would change how it segments are left out (repeatable)",
+    )
+    new.add_argument("--pieces", type=int, default=2000, help="pieces learnt on the new text (default 2000)")
+    new.add_argument("--init", choices=PIECE_INITS, default="pieces", help="new rows: the mean of the old pieces "
+                     "each new piece splits into (default), or random as XLM initialises")  # fmt: skip
+    new.add_argument("--lang-init", metavar="LANG", help="its language embedding starts as LANG's (default: mean)")
     args = parser.parse_args(argv)
     for name in NOISY_LOGGERS:  # a command line: keep stderr for errors
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r"(?s).*(hydra|ConfigStore|strict flag|package header)")
+    if args.add_lang:
+        out = add_language(args.src, args.out_dir, args.add_lang, args.text, args.keep_text, args.pieces, args.init,
+                           args.lang_init, args.force)  # fmt: skip
+        print(f"wrote {out}")
+        return 0
+    if args.text or args.keep_text:
+        raise XLMUserError("--text and --keep-text go with --add-lang")
     lowercase = None if args.lowercase is None else args.lowercase == "yes"
     out = convert(args.src, args.out_dir, args.to, args.langs, args.force, lowercase, args.codes)
     print(f"wrote {out}")
