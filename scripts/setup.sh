@@ -29,7 +29,10 @@ start=$(date +%s)
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 pip() { "$VENV/bin/python" -m pip "$@"; }
 pip install -q --upgrade pip wheel cython numpy
-pip install -q "$torch_req" "${torch_index[@]}"
+# torch alone from its index, then its dependencies from the usual ones: an index that is unreachable (or
+# slow) is asked once, not once per dependency
+pip install -q --no-deps "$torch_req" "${torch_index[@]}"
+pip install -q "$torch_req"
 if "$VENV/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   fairseq_req="fairseq-fixed==0.12.3.1"; fairseq_glob="fairseq_fixed-0.12.3.1-*.whl"
 else
