@@ -5,6 +5,7 @@ get a row per new piece, the language embeddings a row for the language. OUT_DIR
 (``model.pt``, ``dict.txt``, the extended subword model, ``text_pipeline.json``) to continue pretraining
 from with ``--pretrained-xlm-checkpoint OUT_DIR/model.pt`` over the old languages and the new one."""
 
+import dataclasses
 import json
 import os
 from collections import Counter
@@ -17,7 +18,7 @@ from preprocess.files import check_out_dir, file_sha256, staged_out_dir
 from preprocess.inputs import read_lines
 from preprocess.langs import parse_langs
 from preprocess.layout import DICT_FILE, MODEL_FILE
-from preprocess.pipeline import PipelineSettings, TextPipeline, subword_model_state, write_settings
+from preprocess.pipeline import TextPipeline, subword_model_state, write_settings
 from preprocess.segment import default_segmenter
 from preprocess.vocab import extend_spm_model, train_spm_bpe
 from xlm_fairseq.assets import PretrainedCheckpoint
@@ -29,7 +30,7 @@ REPORT_FILE = "added_language.json"
 PIECE_INITS = ("pieces", "random")  # a new piece's rows: the mean of its old pieces', or XLM's N(0, dim^-1/2)
 
 
-def _unprefixed(piece_model: bytes) -> "object":
+def _unprefixed(piece_model: bytes):
     """A processor of the old model that segments a piece's text as it stands: no dummy ``▁`` before it
     and no whitespace stripped, so that a word-inner piece splits into word-inner pieces."""
     import sentencepiece as spm
@@ -101,7 +102,7 @@ def add_language(
     segmenters = dict(settings.segmenters)
     if default_segmenter(lang) and lang not in segmenters:
         segmenters[lang] = default_segmenter(lang)
-    settings = PipelineSettings(**{**settings.__dict__, "segmenters": segmenters})
+    settings = dataclasses.replace(settings, segmenters=segmenters)
     words = TextPipeline(settings, pipeline.model_path)
 
     def tokenised(path: str, what: str, language: str) -> List[str]:
@@ -161,7 +162,7 @@ def add_language(
     with staged_out_dir(out, force) as tmp:
         with open(os.path.join(tmp, spm_name), "wb") as f:
             f.write(model_bytes)
-        settings = PipelineSettings(**{**settings.__dict__, "subword_sha256": file_sha256(os.path.join(tmp, spm_name))})
+        settings = dataclasses.replace(settings, subword_sha256=file_sha256(os.path.join(tmp, spm_name)))
         write_settings(tmp, settings)
         dictionary.save(os.path.join(tmp, DICT_FILE))
         cfg = dict(ckpt.state.get("cfg") or {})
