@@ -129,8 +129,9 @@ def add_language(
     import sentencepiece as spm
 
     extended = spm.SentencePieceProcessor(model_proto=model_bytes)
-    counts = Counter(p for line in new_text for p in extended.encode_as_pieces(line))
     old_sp = spm.SentencePieceProcessor(model_proto=old_model)
+    new_ids, old_ids = extended.encode(new_text), old_sp.encode(new_text)  # the new text, once per model
+    counts = Counter(extended.id_to_piece(i) for ids in new_ids for i in ids)
     unprefixed = _unprefixed(old_model)
     parts = []
     for piece in added:
@@ -177,8 +178,7 @@ def add_language(
         )
         state = dict(ckpt.state, model=params, cfg=cfg, task_state=task_state, last_optimizer_state=None)
         torch_persistent_save(state, os.path.join(tmp, MODEL_FILE))
-        before = sum(len(old_sp.encode_as_pieces(line)) for line in new_text)
-        after = sum(len(extended.encode_as_pieces(line)) for line in new_text)
+        before, after = sum(map(len, old_ids)), sum(map(len, new_ids))
         n_words = sum(len(line.split()) for line in new_text)
         report = {
             "from": ckpt.path,
@@ -188,8 +188,8 @@ def add_language(
             "vocabulary": [n_old, len(dictionary)],
             "pieces_per_word": {"before": round(before / n_words, 3), "after": round(after / n_words, 3)},
             "unknown_pieces": {
-                "before": sum(ids.count(old_sp.unk_id()) for ids in old_sp.encode(new_text)),
-                "after": sum(ids.count(extended.unk_id()) for ids in extended.encode(new_text)),
+                "before": sum(ids.count(old_sp.unk_id()) for ids in old_ids),
+                "after": sum(ids.count(extended.unk_id()) for ids in new_ids),
             },
             "init": {"pieces": init, "language": lang_init or "mean"},
         }
