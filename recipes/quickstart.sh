@@ -11,7 +11,7 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: bash recipes/quickstart.sh [--tiny] [--unsupervised] [--test PREFIX] [--precision P] [--fresh] [--work-dir DIR]
+usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon]] [--test PREFIX] [--precision P] [--fresh] [--work-dir DIR]
                                   [--help]
 
   --tiny          a reduced run (a few minutes; what CI runs): fewer updates, a smaller test set
@@ -19,6 +19,8 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised] [--test PREFIX] [--p
                   on the monolingual text and one half of each side of the pairs, with no line left
                   whose translation is on the other side (default: semi-supervised, MLM+TLM, then MT
                   on the pairs added to AE + BT)
+  --lexicon       with --unsupervised: a bilingual lexicon induced from the unpaired text (seconds), and
+                  TLM in pretraining on every line beside its word-by-word translation
   --test PREFIX   also score raw PREFIX.de / PREFIX.en (line-aligned, your own held-out text), beside
                   copying its source; the shipped test set is scored in any case
   --precision P   pretraining's number format: auto (default: bf16 where the CPU multiplies bf16 in hardware,
@@ -26,7 +28,7 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised] [--test PREFIX] [--p
                   perplexity; else fp32), fp32 or bf16; translation trains in fp32 (with
                   --unsupervised in P too: its back-translation runs 20 % faster in bf16)
   --fresh         delete the work directory's previous results first
-  --work-dir DIR  where data-bin, checkpoints and outputs go (default: runs/quickstart[-tiny][-unsupervised])
+  --work-dir DIR  where data-bin, checkpoints and outputs go (default: runs/quickstart[-tiny][-unsupervised][-lexicon])
 
 It runs: bash recipes/train.sh --langs de,en --pairs en-de=SAMPLE/train.en-de --mono en=SAMPLE/mono.en
 --mono de=SAMPLE/mono.de --valid en-de=SAMPLE/valid.en-de --test en-de=SAMPLE/test.en-de --minutes 30
@@ -45,11 +47,12 @@ EOF
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 die() { printf 'quickstart: error: %s\n' "$*" >&2; exit 2; }
 
-ARGS=(); WORK=""; SUFFIX=""; MODE=""
+ARGS=(); WORK=""; SUFFIX=""; MODE=""; LEXICON=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) ARGS+=(--tiny); MODE=-tiny ;;
     --unsupervised) ARGS+=(--unsupervised); SUFFIX=-unsupervised ;;
+    --lexicon) ARGS+=(--lexicon); LEXICON=-lexicon ;;
     --test) [ $# -ge 2 ] || die "--test needs a file prefix (PREFIX.de and PREFIX.en)"; ARGS+=(--score "yours:de-en=$2"); shift ;;
     --precision)
       [ $# -ge 2 ] && [[ "$2" =~ ^(auto|fp32|bf16)$ ]] || die "--precision needs auto, fp32 or bf16"
@@ -67,4 +70,4 @@ export XLM_FAIRSEQ_RECIPE=quickstart
 exec bash "$ROOT/recipes/train.sh" --langs de,en --pairs "en-de=$SAMPLE/train.en-de" \
   --mono "en=$SAMPLE/mono.en" --mono "de=$SAMPLE/mono.de" \
   --valid "en-de=$SAMPLE/valid.en-de" --test "en-de=$SAMPLE/test.en-de" --minutes 30 \
-  --work-dir "${WORK:-$ROOT/runs/quickstart$MODE$SUFFIX}" ${ARGS[@]+"${ARGS[@]}"}
+  --work-dir "${WORK:-$ROOT/runs/quickstart$MODE$SUFFIX$LEXICON}" ${ARGS[@]+"${ARGS[@]}"}

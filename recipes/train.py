@@ -34,6 +34,17 @@ from recipes.lib.lm_start import LMStart
 from recipes.lib.plan import make_plan
 from recipes.lib.training_run import TrainingRun
 
+LEXICON_USES = ("tlm", "mt")
+LEXICON_DEFAULT = "tlm"
+
+
+def parse_lexicon(value: str) -> tuple:
+    uses = tuple(x for x in value.split(",") if x)
+    unknown = [x for x in uses if x not in LEXICON_USES]
+    if unknown or len(set(uses)) != len(uses):
+        raise UserError(f"--lexicon {value}: expected tlm, mt or tlm,mt")
+    return uses
+
 
 def build_parser(name: str = "train") -> argparse.ArgumentParser:
     p = ArgumentParser(
@@ -97,6 +108,17 @@ def build_parser(name: str = "train") -> argparse.ArgumentParser:
         "and the monolingual text (default: semi-supervised: MLM+TLM, then MT + AE + BT)",
     )
     add(
+        "--lexicon",
+        nargs="?",
+        const=LEXICON_DEFAULT,
+        default="",
+        metavar="USES",
+        help="with --unsupervised: induce a bilingual lexicon of each pair from its unpaired text "
+        "(xlm-fairseq-lexicon induce) and pair every line with its word-by-word translation, for TLM in "
+        f"pretraining (tlm) and MT fading out in the first translation updates (mt); USES: tlm, mt or "
+        f"tlm,mt (default {LEXICON_DEFAULT})",
+    )
+    add(
         "--lm",
         metavar="DIR",
         help="start from this pretrained LM of ours (a model dir or checkpoint): its vocabulary, text pipeline and "
@@ -152,6 +174,9 @@ def main(argv=None) -> int:
             raise UserError(f"--minutes {args.minutes:g}: a positive number of minutes")
         if args.vocab_size is not None and args.vocab_size < 100:
             raise UserError(f"--vocab-size {args.vocab_size}: at least 100")
+        lexicon = parse_lexicon(args.lexicon)
+        if lexicon and not args.unsupervised:
+            raise UserError("--lexicon goes with --unsupervised (with pairs, TLM reads the real ones)")
         work = Path(args.work_dir)
         if work.exists() and not work.is_dir():
             raise UserError(f"--work-dir {work}: exists and is not a directory")
@@ -166,16 +191,19 @@ def main(argv=None) -> int:
             segmenters = {k: v for k, v in lm.settings.segmenters.items() if k in inputs.langs}
         for seg in set(segmenters.values()):
             segmenter(seg)
+        if lexicon and segmenters:
+            raise UserError(f"--lexicon reads words between spaces; {', '.join(segmenters)} would need a segmenter")
         for a, b in inputs.pairs:
             for lang in (a, b):
                 check_bleu(lang, f"--pairs {a}-{b}")
         text = prepared_text(inputs, args)
-        words, characters = words_and_characters(text, segmenters)
+        # sizes from the real text: the word-by-word pairs of --lexicon repeat it
+        words, characters = words_and_characters({**text, "train": {} if args.lexicon else text["train"]}, segmenters)
     except UserError as e:
         refuse(str(e))
     precision = choose_precision(args.precision)
     plan = make_plan(inputs.langs, list(inputs.pairs), "unsupervised" if args.unsupervised else "semi", args.tiny,
-                     args.minutes, precision, words, characters, args.vocab_size, lm)  # fmt: skip
+                     args.minutes, precision, words, characters, args.vocab_size, lm, lexicon)  # fmt: skip
     lines = plan.describe(words)
     print(f"== {name}: {work.resolve()}")
     for line in lines + (text["notes"] if args.plan else []):

@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import ROOT, run
 
-from xlm_fairseq.evaluation.lexicon import csls_scores, induce
+from preprocess.lexicon import csls_scores, retrieval_precision
 
 BLI = ROOT.parent / "shared" / "data" / "bli" / "de-en.dev.txt"
 
@@ -32,7 +32,7 @@ def test_nn_and_csls_on_constructed_vectors():
     src_words = ["eins", "zwei", "drei", "gift"]
     src = torch.tensor([[1.0, 0.05, 0, 0], [0.05, 1, 0, 0], [0.3, 0.3, 0.9, 0], [0, 0.1, 0, 1]])
     gold = [["one"], ["two"], ["three"], ["poison"]]
-    result = induce(src, src_words, src, tgt, tgt_words, gold)
+    result = retrieval_precision(src, src_words, src, tgt, tgt_words, gold)
     assert result["nn_p@1"] == 50.0  # drei -> hub; gift -> (not itself) hub
     assert result["csls_p@1"] == 75.0  # drei -> three
     assert result["nn_p@5"] == result["csls_p@5"] == 75.0  # poison is no candidate

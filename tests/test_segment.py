@@ -108,7 +108,7 @@ def test_bleu_into_chinese_japanese_and_thai_counts_words_not_sentences():
 
 
 def test_lexicon_probe_words_of_scripts_with_combining_marks():
-    from xlm_fairseq.evaluation.lexicon import is_word
+    from preprocess.lexicon import is_word
 
     assert is_word("ภาษาไทย") and is_word("ที่") and is_word("文件") and is_word("Datei") and is_word("e-mail")
     assert not is_word("42") and not is_word("-") and not is_word("a.b")

@@ -2,11 +2,12 @@
 by blocks of consecutive lines, training text with none of their sentences, and -- without supervision --
 monolingual text in which no line is the translation of a line on the other side.
 
-Pure Python (no torch, no fairseq): it runs before anything trains, so that every bad input is refused in
-seconds with one line naming the option and the file."""
+Pure Python (no fairseq; torch only for ``--lexicon``'s induction): it runs before anything trains, so that
+every bad input is refused in seconds with one line naming the option and the file."""
 
 import dataclasses
 import math
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -193,6 +194,23 @@ def unpaired(mono: Dict[str, List[str]], corpora: Sequence[Pairs]) -> Tuple[Dict
     return text, dict(dropped)
 
 
+def word_by_word_pairs(mono: Dict[str, List[str]], keys: Sequence[Tuple[str, str]], notes: List[str]) -> dict:
+    """{pair: Pairs}: for each pair, a lexicon induced from its two languages' unpaired text and every line of
+    that text beside its word-by-word translation, for TLM (``--lexicon``); no line of a real pair."""
+    from recipes.lib.word_by_word import lexicon, pseudo_pairs
+
+    pairs = {}
+    for a, b in keys:
+        start = time.time()
+        to_b, to_a, seeds = lexicon(mono[a], mono[b], a, b)
+        pairs[(a, b)] = Pairs(a, b, *pseudo_pairs(mono[a], mono[b], to_b, to_a))
+        notes.append(
+            f"lexicon {a}-{b}: {len(to_b)} {a} and {len(to_a)} {b} words from the unpaired text (seeded by {seeds} "
+            f"strings spelled alike), {len(pairs[(a, b)])} word-by-word pairs for TLM, {time.time() - start:.0f} s"
+        )
+    return pairs
+
+
 def unpaired_leaks(text: Dict[str, List[str]], corpora: Sequence[Pairs]) -> int:
     """How many pairs of the corpora have both sides in ``text`` (0 for :func:`unpaired`'s output)."""
     sets = {lang: set(lines) for lang, lines in text.items()}
@@ -253,7 +271,7 @@ def prepared_text(inputs, args) -> dict:
         notes.append(
             f"unpaired: {kept}" + (f" ({lost} lines dropped as translations of the other side)" if lost else "")
         )
-        train = {}
+        train = word_by_word_pairs(mono, list(inputs.pairs), notes) if args.lexicon else {}
     else:
         for lang in inputs.langs:
             if lang not in mono:

@@ -7,6 +7,8 @@ which ``scripts/setup.sh`` installs); without it a recipe says so in one line an
 * ablation: test BLEU per run, both directions, beside copying (``results.json``);
 * scale: full-mask perplexity and the contextual lexicon probe against CPU-minutes, one line per
   pretraining configuration (``results.json``);
+* lexicon: unsupervised lexicon induction's P@1 against the text's size, one line per method, beside
+  the 20 % gate (``recipes/results/lexicon-*.json``);
 * xcls: German zero-shot accuracy, the lexicon probe (frequent words) and the LM's sentence
   retrieval against the LM budget, one line per pretraining, beside random init and TF-IDF
   (``results.json``)."""
@@ -141,6 +143,32 @@ def scale(work: Path, results: dict) -> Optional[Path]:
     right.set(title="lexicon probe de→en, contextual P@1 (%)", xlabel="CPU-minutes")
     _legends(left, right, fontsize=7)
     return _save(fig, work / "figures" / "scale.png")
+
+
+def lexicon(record: dict, path: Path) -> Optional[Path]:
+    """CSLS P@1 de->en among the 1,000 and 2,000 most frequent words and among all words, against the
+    words of the text (mean of the two languages), one line per method."""
+    plt = pyplot()
+    if plt is None:
+        return None
+    bands = (
+        ("1000", "1,000 most frequent words"),
+        ("2000", "2,000 most frequent words"),
+        ("all", "8,000-20,000 words"),
+    )
+    fig, axes = plt.subplots(1, len(bands), figsize=(13, 4), sharey=True)
+    methods = list(dict.fromkeys(row["method"] for row in record["rows"]))
+    for axis, (band, title) in zip(axes, bands):
+        for method in methods:
+            rows = [r for r in record["rows"] if r["method"] == method and band in r["precision"]]
+            words = [sum(r["words"].values()) / len(r["words"]) / 1e6 for r in rows]
+            axis.plot(words, [r["precision"][band]["csls_p@1"] for r in rows], marker="o", label=method)
+        if band != "all":
+            axis.axhline(20, color="grey", linestyle="--", label="gate: 20 % on frequent words")
+        axis.set(title=f"among the {title}", xlabel="text, M words a language")
+    axes[0].set_ylabel("CSLS P@1 de→en (%)")
+    _legends(*axes, fontsize=7)
+    return _save(fig, path)
 
 
 def xcls(work: Path, results: dict) -> Optional[Path]:

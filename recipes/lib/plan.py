@@ -93,6 +93,7 @@ class Plan:
     bt_from: int
     heads: int = HEADS
     lm: Optional[str] = None  # the pretrained LM the run starts from (--lm), or None
+    lexicon: Tuple[str, ...] = ()  # unsupervised: what the word-by-word pairs of an induced lexicon feed (--lexicon)
 
     @property
     def pair_langs(self) -> List[str]:
@@ -112,8 +113,8 @@ class Plan:
 
     def mlm_steps(self) -> str:
         steps = list(self.langs)
-        if self.supervision == "semi":
-            steps += [f"{a}-{b}" for a, b in self.pairs]  # TLM
+        if self.supervision == "semi" or "tlm" in self.lexicon:
+            steps += [f"{a}-{b}" for a, b in self.pairs]  # TLM (on word-by-word pairs with --lexicon)
         return ",".join(steps)
 
     def objectives(self) -> List[str]:
@@ -124,7 +125,11 @@ class Plan:
         args = ["--ae-steps", ",".join(self.pair_langs), "--bt-steps", bt]
         n = self.bt_from
         if self.supervision == "unsupervised":
-            return args + ["--lambda-ae", f"0:1,{n * 2}:0.1,{n * 4}:0"]
+            args += ["--lambda-ae", f"0:1,{n * 2}:0.1,{n * 4}:0"]
+            if "mt" in self.lexicon:  # word-by-word translation first, fading out as AE does (Lample et al. 2018)
+                mt = ",".join(f"{a}-{b}" for a, b in self.directions)
+                args += ["--mt-steps", mt, "--lambda-mt", f"0:1,{n * 2}:0.1,{n * 4}:0"]
+            return args
         mt = ",".join(f"{a}-{b}" for a, b in self.directions)
         return (
             ["--mt-steps", mt] + args + ["--lambda-ae", f"0:1,{n}:0.1,{n * 2}:0", "--lambda-bt", f"0:0,{n}:0,{n * 2}:1"]
@@ -136,6 +141,12 @@ class Plan:
                  for side in ("encoder", "decoder")]  # fmt: skip
         return ["--arch", "xlm_tiny", *sides[0], *sides[1]]
 
+    def lexicon_line(self) -> str:
+        if not self.lexicon:
+            return ""
+        uses = " and ".join(x.upper() for x in self.lexicon)
+        return f"; {uses} on word-by-word pairs of a lexicon induced from the unpaired text"
+
     def describe(self, words: Dict[str, int]) -> List[str]:
         budget = (
             "a pipeline check (--tiny): updates capped"
@@ -146,7 +157,8 @@ class Plan:
         text = ", ".join(f"{lang} {words.get(lang, 0) / 1e6:.2f} M" for lang in self.langs)
         return [
             f"languages:   {','.join(self.langs)}; pairs: {', '.join(f'{a}-{b}' for a, b in self.pairs)}; "
-            f"{'semi-supervised' if self.supervision == 'semi' else 'unsupervised (no pair seen)'}",
+            f"{'semi-supervised' if self.supervision == 'semi' else 'unsupervised (no pair seen)'}"
+            + self.lexicon_line(),
             f"text:        train words {text}",
             f"vocabulary:  {self.vocab:,} pieces, "
             + (f"the LM's ({self.lm})" if self.lm else "joint sentencepiece (fewer if the text cannot make them)"),
@@ -157,7 +169,8 @@ class Plan:
 
 
 def make_plan(langs: Sequence[str], pairs, supervision: str, tiny: bool, minutes: float, precision: str,
-              words: Dict[str, int], characters: int, vocab: Optional[int] = None, lm=None) -> Plan:  # fmt: skip
+              words: Dict[str, int], characters: int, vocab: Optional[int] = None, lm=None,
+              lexicon: Sequence[str] = ()) -> Plan:  # fmt: skip
     """``lm``: a :class:`recipes.lib.lm_start.LMStart` that fixes the size and the vocabulary."""
     total = sum(words.values())
     pretrain_share, translate_share = SHARES[supervision]
@@ -189,4 +202,5 @@ def make_plan(langs: Sequence[str], pairs, supervision: str, tiny: bool, minutes
         bt_from=schedule["bt_from"],
         heads=lm.heads if lm is not None else HEADS,
         lm=lm.path if lm is not None else None,
+        lexicon=tuple(lexicon),
     )

@@ -68,6 +68,7 @@ class TrainingRun:
                f"langs={','.join(p.langs)} vocab={p.vocab} segment={sorted(self.segmenters.items())} "
                f"inputs={sources.hexdigest()[:16]}")  # fmt: skip
         pre += f" lm={self.start_lm.digest}" if self.start_lm else ""
+        pre += f" lexicon={','.join(p.lexicon)}" if p.lexicon else ""
         pretrain = f"{pre} model={p.size.dim}x{p.size.layers} hours={p.pretrain_hours} precision={p.precision}"
         translate = f"{pretrain} translate_hours={p.translate_hours} translate_precision={p.translate_precision}"
         return {"preprocess": pre, "pretrain": pretrain, "translate": translate}
@@ -175,7 +176,7 @@ class TrainingRun:
         what = (f"semi-supervised MT (MT on {pairs} pairs + AE + back-translation on monolingual text)"
                 if p.supervision == "semi"
                 else "unsupervised MT (AE + back-translation on monolingual text only)")  # fmt: skip
-        pre = "MLM+TLM pretraining" if p.supervision == "semi" else "MLM pretraining"
+        pre = "MLM+TLM pretraining" if p.supervision == "semi" or "tlm" in p.lexicon else "MLM pretraining"
         self.stage("preprocess", "1/4 preprocess",
                    f"held-out sets, Moses or segmenters, joint sentencepiece ({p.vocab}), binarisation -> {self.data}",
                    self.preprocess)  # fmt: skip

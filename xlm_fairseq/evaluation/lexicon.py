@@ -1,7 +1,9 @@
 """Bilingual lexicon induction (MUSE's word translation retrieval): does a pretrained XLM align the
 words of two languages, before any translation training?
 
-    python -m xlm_fairseq.evaluation.lexicon MODEL --dict de-en.txt [--data DATA] [--json OUT]
+    xlm-fairseq-lexicon [probe] MODEL --dict de-en.txt [--data DATA] [--json OUT]
+    xlm-fairseq-lexicon induce --mono de=TEXT --mono en=TEXT --out DIR   (preprocess/lexicon.py: a lexicon
+                                                                         from monolingual text alone)
 
 ``--dict`` is a MUSE dictionary (``src tgt`` a line; a word with several translations on several
 lines). For each source word, every target-language word is ranked by cosine similarity (``nn``) and
@@ -25,55 +27,24 @@ subwords, and MUSE's dictionaries leave identical pairs out for the same reason.
 
 MODEL is a pretrained LM: a training checkpoint, a converter or export directory. ``--random-init``
 scores the same architecture and vocabulary with fresh weights, the level that shared subwords alone
-give. Also the entry point ``xlm-fairseq-lexicon``."""
+give. Also ``python -m xlm_fairseq.evaluation.lexicon``."""
 
 import glob
 import json
 import logging
 import os
 import sys
-import unicodedata
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import Dict, List, Sequence, Tuple
 
 import torch
 
 from preprocess.errors import ArgumentParser, UserError, run_command
 from preprocess.files import atomic_write
+from preprocess.lexicon import is_word, read_dictionary, retrieval_precision
 
-CSLS_K = 10
-TOP_K = (1, 5)
 FREQUENT_WORDS = 1000
 VECTOR_KINDS = ("embeddings", "contextual")
-
-
-def read_dictionary(path: str) -> Dict[str, List[str]]:
-    """MUSE's format: ``src tgt`` a line -> {source word: [its translations]} (lowercased)."""
-    pairs: Dict[str, List[str]] = defaultdict(list)
-    try:
-        with open(path, encoding="utf-8") as f:
-            for number, line in enumerate(f, 1):
-                fields = line.split()
-                if not fields:
-                    continue
-                if len(fields) != 2:
-                    raise UserError(f"{path}:{number}: expected 'source target', got {line.strip()[:60]!r} (--dict)")
-                src, tgt = (w.lower() for w in fields)
-                if tgt not in pairs[src]:
-                    pairs[src].append(tgt)
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file (--dict)") from None
-    except UnicodeDecodeError as e:
-        raise UserError(f"{path}: invalid UTF-8 ({e}) (--dict)") from None
-    if not pairs:
-        raise UserError(f"{path}: no word pairs (--dict)")
-    return dict(pairs)
-
-
-def is_word(token: str) -> bool:
-    """Letters (and the combining marks of scripts like Thai), hyphens allowed inside."""
-    core = token.replace("-", "")
-    return bool(core) and any(c.isalpha() for c in core) and all(unicodedata.category(c)[0] in "LM" for c in core)
 
 
 def training_words(hub, data: str, lang: str, max_words: int) -> List[str]:
@@ -140,34 +111,6 @@ def word_vectors(hub, words: Sequence[str], lang: str, batch_size: int = 512) ->
     return {"embeddings": embeddings, "contextual": contextual}
 
 
-def csls_scores(similarity: torch.Tensor, src_to_tgt: torch.Tensor, tgt_to_src: torch.Tensor, k: int = CSLS_K):
-    """MUSE's CSLS: 2 cos(x, y) - r_T(x) - r_S(y), r the mean cosine of the k nearest neighbours in
-    the other language (x's among the target words, y's among the source words)."""
-    r_t = src_to_tgt.topk(min(k, src_to_tgt.size(1)), dim=1).values.mean(1)
-    r_s = tgt_to_src.topk(min(k, tgt_to_src.size(1)), dim=1).values.mean(1)
-    return 2 * similarity - r_t[:, None] - r_s[None, :]
-
-
-def induce(src_vecs, src_words, src_all_vecs, tgt_vecs, tgt_words, gold: List[List[str]]) -> Dict[str, float]:
-    """Precision@k (%) of NN and CSLS retrieval of each source word among ``tgt_words``; ``gold``:
-    each source word's translations. A source word's own spelling is no candidate."""
-    normalize = torch.nn.functional.normalize
-    src, tgt, src_all = normalize(src_vecs, dim=-1), normalize(tgt_vecs, dim=-1), normalize(src_all_vecs, dim=-1)
-    similarity = src @ tgt.T
-    tgt_index = {w.lower(): j for j, w in enumerate(tgt_words)}
-    own = [(i, tgt_index[w.lower()]) for i, w in enumerate(src_words) if w.lower() in tgt_index]
-    result = {}
-    for method, scores in (("nn", similarity), ("csls", csls_scores(similarity, similarity, tgt @ src_all.T))):
-        scores = scores.clone()
-        for i, j in own:
-            scores[i, j] = -float("inf")
-        ranked = scores.topk(max(TOP_K), dim=1).indices.tolist()
-        for k in TOP_K:
-            hits = [any(tgt_words[j].lower() in answers for j in row[:k]) for row, answers in zip(ranked, gold)]
-            result[f"{method}_p@{k}"] = round(100.0 * sum(hits) / max(len(hits), 1), 2)
-    return result
-
-
 def pair_cosines(src_vecs, tgt_vecs, seed: int = 0) -> Tuple[float, float]:
     """(mean cosine of the listed pairs, row i of each; mean cosine of random pairs of the same words)."""
     cos = torch.nn.functional.cosine_similarity
@@ -212,7 +155,7 @@ def evaluate(
         "pair_tgt": word_vectors(hub, [tgt_casing.get(t, t) for _, t in pairs], tgt_lang),
     }
     for kind in VECTOR_KINDS:
-        scores = induce(
+        scores = retrieval_precision(
             vectors["src"][kind],
             src_words,
             vectors["src_all"][kind],
@@ -236,7 +179,7 @@ def frequent_band(vectors, src_all, tgt_all, queries, dictionary, n: int) -> dic
     band = {"words": n, "evaluated_source_words": len(rows), "target_candidates": min(n, len(tgt_all))}
     for kind in VECTOR_KINDS:
         if rows:
-            band[kind] = induce(
+            band[kind] = retrieval_precision(
                 vectors["src"][kind][rows],
                 [queries[i] for i in rows],
                 vectors["src_all"][kind][:n],
@@ -303,7 +246,20 @@ def default_data(model: str, checkpoint_file: str) -> str:
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(name="lexicon", prog="xlm-fairseq-lexicon", description=__doc__.split("\n\n")[0])
+    """``induce`` (a lexicon from text) or ``probe`` (an LM's alignment; the default, as before subcommands)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["induce"]:
+        from preprocess import lexicon
+
+        return lexicon.main(argv[1:])
+    if argv[:1] == ["probe"]:
+        argv = argv[1:]
+    p = ArgumentParser(
+        name="lexicon",
+        prog="xlm-fairseq-lexicon [probe]",
+        description=__doc__.split("\n\n")[0],
+        epilog="xlm-fairseq-lexicon induce --help: a lexicon from two monolingual texts alone",
+    )
     p.add_argument("model", help="a pretrained LM: training checkpoint, converter or export directory")
     p.add_argument("--dict", required=True, help="MUSE dictionary: 'source target' a line")
     p.add_argument("--data", help="data-bin (dictionary, text pipeline, training text; default: the model's own)")
