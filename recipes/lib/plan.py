@@ -125,10 +125,11 @@ class Plan:
         args = ["--ae-steps", ",".join(self.pair_langs), "--bt-steps", bt]
         n = self.bt_from
         if self.supervision == "unsupervised":
-            args += ["--lambda-ae", f"0:1,{n * 2}:0.1,{n * 4}:0"]
+            fade = f"0:1,{n * 2}:0.1,{n * 4}:0"
+            args += ["--lambda-ae", fade]
             if "mt" in self.lexicon:  # word-by-word translation first, fading out as AE does (Lample et al. 2018)
                 mt = ",".join(f"{a}-{b}" for a, b in self.directions)
-                args += ["--mt-steps", mt, "--lambda-mt", f"0:1,{n * 2}:0.1,{n * 4}:0"]
+                args += ["--mt-steps", mt, "--lambda-mt", fade]
             return args
         mt = ",".join(f"{a}-{b}" for a, b in self.directions)
         return (
