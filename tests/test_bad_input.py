@@ -16,8 +16,10 @@ import shutil
 import sys
 
 import pytest
+import torch
 from conftest import BIN, PRETRAIN_ARGS, ROOT, SAMPLE, UNMT_ARGS, head, run
 
+from xlm_fairseq.data.dictionary import load_dictionary
 from xlm_fairseq.patches.user_errors import user_error_line
 
 GENERATE = ["--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm", "--gen-subset", "test", "--cpu"]
@@ -66,6 +68,11 @@ def _truncate(path):
     path.write_bytes(content[: len(content) // 3])
 
 
+def _init_embeddings(c, *more):
+    return ["train", c.data, *TRAIN_LM, "--mlm-steps", "en", "--init-embeddings", c.tmp / "emb.pt", *more,
+            "--save-dir", c.tmp / "new"]  # fmt: skip
+
+
 # id: (setup(c) run before the checksums are taken, command(c), the exact error line); c has the
 # paths data (a copy of the data-bin), save (a copy of a UNMT save dir), lm (a copy of an LM checkpoint)
 CASES = {
@@ -74,6 +81,22 @@ CASES = {
         None,
         lambda c: ["train", c.data, *TRAIN_LM, "--mlm-steps", "en,fr", "--save-dir", c.save],
         "--mlm-steps: language 'fr' is not in --langs en,de,ro",
+    ),
+    "--init-embeddings of another shape": (
+        lambda c: torch.save(torch.zeros(7, 64), c.tmp / "emb.pt"),
+        lambda c: _init_embeddings(c),
+        "--init-embeddings {tmp}/emb.pt: embeddings of shape (7, 64), the encoder of the model expects "
+        "({words}, 64) (the dictionary's size x --encoder-embed-dim)",
+    ),
+    "--init-embeddings not a torch file": (
+        lambda c: (c.tmp / "emb.pt").write_text("0.1 0.2\n"),
+        lambda c: _init_embeddings(c),
+        "--init-embeddings {tmp}/emb.pt: not a file of torch.save",
+    ),
+    "--init-embeddings with a pretrained LM": (
+        lambda c: torch.save(torch.zeros(7, 64), c.tmp / "emb.pt"),
+        lambda c: _init_embeddings(c, "--pretrained-xlm-checkpoint", c.lm),
+        "--init-embeddings starts a model from scratch; --pretrained-xlm-checkpoint has its own",
     ),
     "--bt-steps without monolingual data": (
         lambda c: [(c.data / f"train.ro.{ext}").unlink() for ext in ("bin", "idx")],
@@ -435,7 +458,8 @@ def test_bad_input_is_one_line_and_loses_nothing(case, data_bin, unmt, pretraine
         error = _error_of_process(argv)
     else:
         error = _error_in_process(argv, monkeypatch, capsys)
-    line = expected.format(data=c.data, save=c.save, lm=c.lm, lm_dir=c.lm.parent, tmp=c.tmp)
+    words = len(load_dictionary(str(c.data)))
+    line = expected.format(data=c.data, save=c.save, lm=c.lm, lm_dir=c.lm.parent, tmp=c.tmp, words=words)
     assert error in (f"error: {line}", f"convert: error: {line}"), error
     assert _checksums(c.data, c.save, c.lm.parent) == before
 

@@ -3,7 +3,7 @@ test_bad_input.py)."""
 
 import pytest
 import torch
-from conftest import PRETRAIN_ARGS, ROOT, fairseq, json_logs
+from conftest import PRETRAIN_ARGS, ROOT, fairseq, json_logs, setup_task
 
 
 def test_cross_lingual_lm_is_ours_in_the_cli():
@@ -136,3 +136,22 @@ def test_restart_from_pretrained_keeps_weights_and_remaps_languages(pretrained, 
         new["encoder.transformer.ffns.1.lin2.weight"], old["encoder.transformer.ffns.1.lin2.weight"], atol=1e-5
     )
     del checkpoint_utils
+
+
+def test_init_embeddings_replaces_the_rows_given(data_bin, tmp_path):
+    """--init-embeddings: the model built for training has the file's rows where they hold numbers, its own
+    random rows where they are NaN, and a zero padding row."""
+    from xlm_fairseq.data.dictionary import load_dictionary
+
+    words = len(load_dictionary(str(data_bin)))
+    weights = torch.full((words, 64), float("nan"))
+    weights[10:20] = torch.randn(10, 64)
+    weights[1] = 1.0  # the padding row: never taken
+    torch.save(weights, tmp_path / "emb.pt")
+    task, cfg = setup_task(data_bin, "cross_lingual_lm", "--langs", "en,de,ro", "--mlm-steps", "en",
+                           "--init-embeddings", tmp_path / "emb.pt")  # fmt: skip
+    table = task.build_model(cfg.model).encoder.transformer.embeddings
+    assert table.padding_idx == 1 and not table.weight[1].any()
+    assert torch.equal(table.weight[10:20], weights[10:20])
+    rest = torch.cat([table.weight[2:10], table.weight[20:]])
+    assert not rest.isnan().any() and 0.08 < rest.std().item() < 0.17  # random init, std 64 ** -0.5

@@ -98,6 +98,22 @@ class XLMModelBase:
             stack.load_state_dict(own)
         return fresh
 
+    def init_embeddings(self, weights: Tensor, where: str) -> int:
+        """Token embeddings of every stack from ``weights`` [dictionary size x dim]: each row of numbers replaces
+        the initialised row (a row of NaN keeps it; the padding row is never replaced). Returns the rows replaced."""
+        rows = ~weights.isnan().any(1)
+        for side, stack in self.stacks().items():
+            own = stack.embeddings.weight
+            if tuple(weights.shape) != tuple(own.shape):
+                raise XLMUserError(
+                    f"{where}: embeddings of shape {tuple(weights.shape)}, the {side} of the model expects "
+                    f"{tuple(own.shape)} (the dictionary's size x --encoder-embed-dim)"
+                )
+            rows[stack.embeddings.padding_idx] = False
+            with torch.no_grad():
+                own[rows] = weights[rows].to(own.dtype)
+        return int(rows.sum())
+
     @classmethod
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """A loaded model with its dictionary and text pipeline, in the hub of its kind: a pretrained

@@ -8,6 +8,7 @@ monolingual stream ``{split}.{lang}``; a pair: TLM on ``{split}.{src}-{tgt}.*``)
 """
 
 import logging
+import pickle
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Dict, List
@@ -53,6 +54,13 @@ class CrossLingualLMConfig(XLMTaskConfig):
         metadata={
             "help": "predict real words only, and draw random replacements from words only: </s>, <unk> and the "
             "special symbols are never targets (default: XLM, which at --sample-alpha 0 predicts any non-pad token)"
+        },
+    )
+    init_embeddings: str = field(
+        default="",
+        metadata={
+            "help": "a torch file of initial token embeddings [dictionary size x --encoder-embed-dim] for a model "
+            "trained from scratch, e.g. from cross-lingual word vectors (rows of NaN keep the random init)"
         },
     )
     lg_sampling_factor: float = field(
@@ -103,9 +111,27 @@ class XLMCrossLingualLMTask(XLMTask):
             )
         if cfg.lg_sampling_factor != -1 and cfg.lg_sampling_factor <= 0:
             raise XLMUserError(f"--lg-sampling-factor must be -1 (uniform) or > 0, got {cfg.lg_sampling_factor}")
+        if cfg.init_embeddings and cfg.pretrained_xlm_checkpoint:
+            raise XLMUserError("--init-embeddings starts a model from scratch; --pretrained-xlm-checkpoint has its own")
         self._keep_rand = keep_rand
         self._mask_cfg = None
         self.train_sizes: Dict[str, int] = {}  # objective key -> training sentences (language sampling)
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        path = self.cfg.init_embeddings
+        if path and not from_checkpoint:
+            where = f"--init-embeddings {path}"
+            try:
+                weights = torch.load(path, map_location="cpu", weights_only=True)
+            except FileNotFoundError:
+                raise XLMUserError(f"{where}: no such file")
+            except (OSError, RuntimeError, pickle.UnpicklingError):
+                raise XLMUserError(f"{where}: not a file of torch.save")
+            if not isinstance(weights, torch.Tensor) or weights.dim() != 2 or not weights.is_floating_point():
+                raise XLMUserError(f"{where}: expected one 2-D float tensor [dictionary size x embedding dim]")
+            logger.info(f"token embeddings: {model.init_embeddings(weights, where)} rows from {path}")
+        return model
 
     @property
     def mask_cfg(self) -> MaskedLMConfig:
