@@ -11,7 +11,7 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon]] [--test PREFIX] [--precision P] [--fresh] [--work-dir DIR]
+usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon [USES]]] [--test PREFIX] [--precision P] [--fresh] [--work-dir DIR]
                                   [--help]
 
   --tiny          a reduced run (a few minutes; what CI runs): fewer updates, a smaller test set
@@ -20,7 +20,10 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon]] [--test 
                   whose translation is on the other side (default: semi-supervised, MLM+TLM, then MT
                   on the pairs added to AE + BT)
   --lexicon       with --unsupervised: a bilingual lexicon induced from the unpaired text (seconds), and
-                  TLM in pretraining on every line beside its word-by-word translation
+                  TLM in pretraining on every line beside its word-by-word translation; USES (train.sh
+                  --lexicon): some of tlm, mt, cs, emb comma-separated, default tlm (mt: word-by-word
+                  pairs as MT fading out; cs: code-switched copies for MLM; emb: embeddings started
+                  from the lexicon's word vectors)
   --test PREFIX   also score raw PREFIX.de / PREFIX.en (line-aligned, your own held-out text), beside
                   copying its source; the shipped test set is scored in any case
   --precision P   pretraining's number format: auto (default: bf16 where the CPU multiplies bf16 in hardware,
@@ -52,7 +55,9 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) ARGS+=(--tiny); MODE=-tiny ;;
     --unsupervised) ARGS+=(--unsupervised); SUFFIX=-unsupervised ;;
-    --lexicon) ARGS+=(--lexicon); LEXICON=-lexicon ;;
+    --lexicon)
+      LEXICON=-lexicon
+      if [ $# -ge 2 ] && [[ "$2" =~ ^(tlm|mt|cs|emb)(,(tlm|mt|cs|emb))*$ ]]; then ARGS+=(--lexicon "$2"); shift; else ARGS+=(--lexicon); fi ;;
     --test) [ $# -ge 2 ] || die "--test needs a file prefix (PREFIX.de and PREFIX.en)"; ARGS+=(--score "yours:de-en=$2"); shift ;;
     --precision)
       [ $# -ge 2 ] && [[ "$2" =~ ^(auto|fp32|bf16)$ ]] || die "--precision needs auto, fp32 or bf16"

@@ -31,19 +31,8 @@ from recipes.lib import stages
 from recipes.lib.corpus import prepared_text, words_and_characters
 from recipes.lib.inputs import Inputs
 from recipes.lib.lm_start import LMStart
-from recipes.lib.plan import make_plan
+from recipes.lib.plan import LEXICON_DEFAULT, make_plan, parse_lexicon
 from recipes.lib.training_run import TrainingRun
-
-LEXICON_USES = ("tlm", "mt")
-LEXICON_DEFAULT = "tlm"
-
-
-def parse_lexicon(value: str) -> tuple:
-    uses = tuple(x for x in value.split(",") if x)
-    unknown = [x for x in uses if x not in LEXICON_USES]
-    if unknown or len(set(uses)) != len(uses):
-        raise UserError(f"--lexicon {value}: expected tlm, mt or tlm,mt")
-    return uses
 
 
 def build_parser(name: str = "train") -> argparse.ArgumentParser:
@@ -114,9 +103,11 @@ def build_parser(name: str = "train") -> argparse.ArgumentParser:
         default="",
         metavar="USES",
         help="with --unsupervised: induce a bilingual lexicon of each pair from its unpaired text "
-        "(xlm-fairseq-lexicon induce) and pair every line with its word-by-word translation, for TLM in "
-        f"pretraining (tlm) and MT fading out in the first translation updates (mt); USES: tlm, mt or "
-        f"tlm,mt (default {LEXICON_DEFAULT})",
+        "(xlm-fairseq-lexicon induce) and use it, comma-separated: tlm, every line beside its word-by-word "
+        "translation for TLM in pretraining; mt, the same pairs for MT fading out in the first translation "
+        "updates; cs, a code-switched copy of every line (a quarter of its translatable words replaced) for "
+        "MLM; emb, the LM's piece embeddings initialised from the lexicon's word vectors (one pair) "
+        f"(default {LEXICON_DEFAULT}; e.g. --lexicon tlm,cs)",
     )
     add(
         "--lm",
@@ -191,6 +182,8 @@ def main(argv=None) -> int:
             segmenters = {k: v for k, v in lm.settings.segmenters.items() if k in inputs.langs}
         for seg in set(segmenters.values()):
             segmenter(seg)
+        if "emb" in lexicon and (len(inputs.pairs) > 1 or lm):
+            raise UserError("--lexicon emb: one pair and no --lm (each pair's lexicon is a space of its own)")
         if lexicon and segmenters:
             raise UserError(f"--lexicon reads words between spaces; {', '.join(segmenters)} would need a segmenter")
         for a, b in inputs.pairs:

@@ -11,7 +11,7 @@ import sys
 from conftest import ROOT, run
 
 from preprocess.lexicon import induce
-from recipes.lib.word_by_word import lexicon, word_by_word
+from recipes.lib.word_by_word import code_switched, lexicon, word_by_word
 
 DOCS = ROOT / "recipes" / "data" / "en-de-docs"
 SHARED = ROOT.parent / "shared" / "data"
@@ -59,6 +59,33 @@ def test_lexicon_of_a_renamed_language_is_found_again():
     right = sum(to_b[w] == truth[w] for w in renamed)
     back = sum(to_a[truth[w]] == w for w in renamed)
     assert right >= 0.9 * len(renamed) and back >= 0.9 * len(renamed), (right, back)
+
+
+def test_piece_embeddings_put_a_word_beside_its_translation(tmp_path):
+    """--lexicon emb's rows (recipes/lib/lexicon_embeddings.py) on a real data-bin of the renamed language: a
+    word that is one piece is nearest, among the other language's one-piece words, to its own translation."""
+    import torch
+
+    from recipes.lib.lexicon_embeddings import write_piece_embeddings
+    from xlm_fairseq.data.dictionary import load_dictionary
+
+    lines_a, lines_b, truth = _texts(n_sentences=3000)
+    for lang, lines in (("xa", lines_a), ("xb", lines_b)):
+        (tmp_path / f"mono.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    data = tmp_path / "bin"
+    run([sys.executable, "-m", "preprocess.prepare", data, "--langs", "xa,xb", "--vocab-size", "700", "--quiet",
+         "--mono", f"train:xa={tmp_path}/mono.xa", "--mono", f"train:xb={tmp_path}/mono.xb"])  # fmt: skip
+    rows = write_piece_embeddings(induce("xa", lines_a, "xb", lines_b), data, 32, tmp_path / "emb.pt")
+    weights = torch.load(tmp_path / "emb.pt")
+    index = load_dictionary(str(data)).indices
+    assert weights.shape == (len(index), 32) and weights.isnan().any(1).sum() == len(index) - rows
+    pairs = [(index["\u2581" + a], index["\u2581" + b]) for a, b in truth.items() if not a.startswith("anchor")
+             and "\u2581" + a in index and "\u2581" + b in index]  # fmt: skip
+    assert len(pairs) >= 200, len(pairs)
+    a, b = (weights[[p[i] for p in pairs]] for i in (0, 1))
+    nearest = (a @ b.T).argmax(1)
+    right = (nearest == torch.arange(len(pairs))).float().mean().item()
+    assert right >= 0.5, right
 
 
 def test_nothing_spelled_alike_is_one_clear_error():
@@ -157,6 +184,10 @@ def test_plan_feeds_the_word_by_word_pairs_where_asked():
         return make_plan(["de", "en"], [("en", "de")], "unsupervised", False, 30, "bf16", words, 200, lexicon=uses)
 
     assert plan(()).mlm_steps() == "de,en" and "--mt-steps" not in plan(()).objectives()
+    assert plan(("cs",)).mlm_steps() == "de,en" and "--mt-steps" not in plan(("cs",)).objectives()
+    line = plan(("tlm", "cs", "emb")).lexicon_line()
+    assert line == ("; TLM on word-by-word pairs and MLM on code-switched lines and piece embeddings from the word "
+                    "vectors of a lexicon induced from the unpaired text")  # fmt: skip
     assert plan(("tlm",)).mlm_steps() == "de,en,en-de" and "--mt-steps" not in plan(("tlm",)).objectives()
     both = plan(("tlm", "mt")).objectives()
     assert both[both.index("--mt-steps") + 1] == "en-de,de-en"
@@ -166,6 +197,45 @@ def test_plan_feeds_the_word_by_word_pairs_where_asked():
 def test_word_by_word_keeps_what_it_does_not_translate():
     dictionary = {"datei": "file", "öffnen": "open"}
     assert word_by_word("Datei öffnen: /etc/fstab (3 Mal)!", dictionary) == "file open : / etc / fstab ( 3 Mal ) !"
+
+
+def test_code_switching_replaces_the_asked_share_of_translatable_words_in_place():
+    dictionary = {"datei": "file", "öffnen": "open", "die": "the"}
+    line = "Die Datei öffnen: /etc/fstab (3 Mal)!"
+    assert code_switched(line, dictionary, 0.0, random.Random(0)) == line
+    assert code_switched(line, dictionary, 1.0, random.Random(0)) == "the file open: /etc/fstab (3 Mal)!"
+    rng = random.Random(0)
+    switched = sum(code_switched("die Datei", dictionary, 0.25, rng).split() != ["die", "Datei"] for _ in range(400))
+    assert 130 < switched < 220  # 1 - 0.75**2 of 400 lines have a word switched: 175 expected
+
+
+def test_train_plans_mlm_on_code_switched_copies_with_lexicon_cs(tmp_path):
+    """`--lexicon cs`: every unpaired line gets a code-switched copy after the real lines of its language
+    (MLM only: no TLM, no pairs); the plan's sizes come from the real text; an unknown use is refused."""
+    from recipes.lib import corpus
+    from recipes.lib.inputs import Inputs
+    from recipes.train import build_parser
+
+    base = ["--pairs", f"en-de={DOCS}/train.en-de", "--mono", f"en={DOCS}/mono.en", "--mono", f"de={DOCS}/mono.de",
+            "--valid", f"en-de={DOCS}/valid.en-de", "--test", f"en-de={DOCS}/test.en-de",
+            "--work-dir", tmp_path / "w", "--unsupervised", "--plan"]  # fmt: skip
+    proc = run([sys.executable, "-m", "recipes.train", *base, "--lexicon", "cs"])
+    assert "MLM on code-switched lines of a lexicon induced from the unpaired text" in proc.stdout, proc.stdout
+    assert re.search(r"lexicon en-de: .*, \d+ lines code-switched, \d+ s", proc.stdout), proc.stdout
+    args = build_parser().parse_args(list(map(str, base + ["--lexicon", "cs"])))
+    text = corpus.prepared_text(Inputs(args), args)
+    assert text["train"] == {}
+    for lang in ("en", "de"):
+        real, switched = text["mono"][lang], text["switched"][lang]
+        assert len(switched) == len(real)
+        changed = sum(a != b for a, b in zip(real, switched))
+        assert 0.3 * len(real) < changed < len(real), (lang, changed)
+    refused = run([sys.executable, "-m", "recipes.train", *base, "--lexicon", "tlm,xx"], ok=False)
+    assert refused.returncode == 2 and "--lexicon tlm,xx: expected some of tlm, mt, cs, emb" in refused.stderr
+    ro = ROOT / "recipes" / "data" / "en-ro"
+    two = ["--pairs", f"en-ro={ro}/train.en-ro", "--mono", f"ro={ro}/mono.ro", "--lexicon", "emb"]
+    refused = run([sys.executable, "-m", "recipes.train", *base, *two], ok=False)
+    assert refused.returncode == 2 and "--lexicon emb: one pair and no --lm" in refused.stderr
 
 
 def test_the_command_writes_each_line_beside_its_translation(tmp_path):
@@ -227,3 +297,4 @@ def test_unpaired_text_holds_no_pair_and_no_held_out_line(tmp_path):
             assert not [line for line in text if line.lower() in held], (split, lang)
     manpage = (SHARED / "mono/manpages.en").read_text(encoding="utf-8").splitlines()[0]
     assert manpage not in en
+

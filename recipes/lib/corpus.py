@@ -7,6 +7,7 @@ every bad input is refused in seconds with one line naming the option and the fi
 
 import dataclasses
 import math
+import random
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from preprocess.errors import UserError
 from preprocess.langs import parse_langs
 from preprocess.segment import segmenter
-from recipes.lib.plan import TINY
+from recipes.lib.plan import TINY, parse_lexicon
 
 BLOCK = 50  # held-out sets are blocks of this many consecutive lines: documents, not scattered sentences
 TEST_SHARE, TEST_MAX = 0.05, 1000
@@ -194,21 +195,34 @@ def unpaired(mono: Dict[str, List[str]], corpora: Sequence[Pairs]) -> Tuple[Dict
     return text, dict(dropped)
 
 
-def word_by_word_pairs(mono: Dict[str, List[str]], keys: Sequence[Tuple[str, str]], notes: List[str]) -> dict:
-    """{pair: Pairs}: for each pair, a lexicon induced from its two languages' unpaired text and every line of
-    that text beside its word-by-word translation, for TLM (``--lexicon``); no line of a real pair."""
-    from recipes.lib.word_by_word import lexicon, pseudo_pairs
+def lexicon_text(mono: Dict[str, List[str]], keys: Sequence[Tuple[str, str]], uses: Sequence[str], notes: List[str]):
+    """({pair: Pairs}, {lang: lines}, {pair: Lexicon}) from a lexicon induced for each pair from its two
+    languages' unpaired text (``preprocess/lexicon.py``): every line of that text beside its word-by-word
+    translation (for TLM and MT, ``--lexicon tlm,mt``), every line code-switched by it (for MLM, ``cs``), and the
+    lexicon itself (its word vectors, ``emb``); no line of a real pair is read."""
+    from preprocess.lexicon import induce
+    from recipes.lib.word_by_word import CODE_SWITCH_RATE, code_switched, pseudo_pairs
 
-    pairs = {}
+    pairs, switched, lexicons = {}, defaultdict(list), {}
+    rng = random.Random(1)
     for a, b in keys:
         start = time.time()
-        to_b, to_a, seeds = lexicon(mono[a], mono[b], a, b)
-        pairs[(a, b)] = Pairs(a, b, *pseudo_pairs(mono[a], mono[b], to_b, to_a))
+        lexicons[(a, b)] = induced = induce(a, mono[a], b, mono[b])
+        to_b, to_a = induced.translations(), induced.translations(reverse=True)
+        made = []
+        if "tlm" in uses or "mt" in uses:
+            pairs[(a, b)] = Pairs(a, b, *pseudo_pairs(mono[a], mono[b], to_b, to_a))
+            made.append(f"{len(pairs[(a, b)])} word-by-word pairs")
+        if "cs" in uses:
+            for lang, other in ((a, to_b), (b, to_a)):
+                switched[lang] += [code_switched(line, other, CODE_SWITCH_RATE, rng) for line in mono[lang]]
+            made.append(f"{len(mono[a]) + len(mono[b])} lines code-switched")
         notes.append(
-            f"lexicon {a}-{b}: {len(to_b)} {a} and {len(to_a)} {b} words from the unpaired text (seeded by {seeds} "
-            f"strings spelled alike), {len(pairs[(a, b)])} word-by-word pairs for TLM, {time.time() - start:.0f} s"
+            f"lexicon {a}-{b}: {len(to_b)} {a} and {len(to_a)} {b} words from the unpaired text (seeded by "
+            f"{induced.seeds} strings spelled alike), {' and '.join(made + ['its word vectors'] * ('emb' in uses))}, "
+            f"{time.time() - start:.0f} s"
         )
-    return pairs
+    return pairs, dict(switched), lexicons
 
 
 def unpaired_leaks(text: Dict[str, List[str]], corpora: Sequence[Pairs]) -> int:
@@ -232,11 +246,11 @@ def held_cap(args):
 
 
 def prepared_text(inputs, args) -> dict:
-    """What each split gets: {"train": {pair: Pairs}, "mono": {lang: lines}, "valid"/"test": {pair: Pairs},
-    "notes": [...]}; the held-out sets split off where none were given, and their sentences kept out of
-    the training text."""
+    """What each split gets: {"train": {pair: Pairs}, "mono": {lang: lines}, "switched": {lang: code-switched
+    lines for MLM only}, "lexicons": {pair: Lexicon}, "valid"/"test": {pair: Pairs}, "notes": [...]}; the
+    held-out sets split off where none were given, and their sentences kept out of the training text."""
     notes, held = [], {"valid": {}, "test": {}}
-    rest, train = {}, {}
+    rest, train, switched, lexicons = {}, {}, {}, {}
     cap = held_cap(args)
     for key, pairs in inputs.pairs.items():
         need = {split: key not in inputs.held[split] for split in held}
@@ -271,7 +285,10 @@ def prepared_text(inputs, args) -> dict:
         notes.append(
             f"unpaired: {kept}" + (f" ({lost} lines dropped as translations of the other side)" if lost else "")
         )
-        train = word_by_word_pairs(mono, list(inputs.pairs), notes) if args.lexicon else {}
+        uses = parse_lexicon(args.lexicon) if args.lexicon else ()
+        train = {}  # no real pair
+        if uses:
+            train, switched, lexicons = lexicon_text(mono, list(inputs.pairs), uses, notes)
     else:
         for lang in inputs.langs:
             if lang not in mono:
@@ -287,8 +304,8 @@ def prepared_text(inputs, args) -> dict:
     for lang in inputs.langs:
         if not any(line.strip() for line in mono.get(lang, [])):
             raise UserError(f"no training text left in {lang} once valid and test sets are taken out")
-    return {"train": train, "mono": mono, "valid": held["valid"], "test": held["test"], "valid_mono": valid_mono,
-            "notes": notes}  # fmt: skip
+    return {"train": train, "mono": mono, "switched": switched, "lexicons": lexicons, "valid": held["valid"],
+            "test": held["test"], "valid_mono": valid_mono, "notes": notes}  # fmt: skip
 
 
 def words_and_characters(text: dict, segmenters: Dict[str, str]) -> Tuple[Dict[str, int], int]:

@@ -15,6 +15,8 @@ import dataclasses
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from preprocess.errors import UserError
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelSize:
@@ -145,8 +147,11 @@ class Plan:
     def lexicon_line(self) -> str:
         if not self.lexicon:
             return ""
-        uses = " and ".join(x.upper() for x in self.lexicon)
-        return f"; {uses} on word-by-word pairs of a lexicon induced from the unpaired text"
+        on_pairs = [x.upper() for x in self.lexicon if x in ("tlm", "mt")]
+        uses = [f"{' and '.join(on_pairs)} on word-by-word pairs"] if on_pairs else []
+        uses += ["MLM on code-switched lines"] if "cs" in self.lexicon else []
+        uses += ["piece embeddings from the word vectors"] if "emb" in self.lexicon else []
+        return f"; {' and '.join(uses)} of a lexicon induced from the unpaired text"
 
     def describe(self, words: Dict[str, int]) -> List[str]:
         budget = (
@@ -167,6 +172,19 @@ class Plan:
             f"budget:      {budget}",
             f"precision:   pretraining {self.precision}, translation {self.translate_precision}",
         ]
+
+
+LEXICON_USES = ("tlm", "mt", "cs", "emb")
+LEXICON_DEFAULT = "tlm"
+
+
+def parse_lexicon(value: str) -> tuple:
+    """--lexicon's uses of the induced lexicon (recipes/train.py)."""
+    uses = tuple(x for x in value.split(",") if x)
+    unknown = [x for x in uses if x not in LEXICON_USES]
+    if unknown or len(set(uses)) != len(uses):
+        raise UserError(f"--lexicon {value}: expected some of {', '.join(LEXICON_USES)}, comma-separated, once each")
+    return uses
 
 
 def make_plan(langs: Sequence[str], pairs, supervision: str, tiny: bool, minutes: float, precision: str,

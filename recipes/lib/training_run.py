@@ -37,6 +37,7 @@ class TrainingRun:
         self.logs = self.work / "logs"
         self.ckpt = self.work / "checkpoints" / "translate" / "checkpoint_best.pt"
         self.lm = self.work / "checkpoints" / "pretrain" / "checkpoint_best.pt"
+        self.embeddings = self.work / "lexicon" / "embeddings.pt"  # --lexicon emb
         self.started = time.time()
         self.bin = Path(sys.executable).parent
         self.env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
@@ -99,8 +100,8 @@ class TrainingRun:
         else:
             args += ["--vocab-size", self.plan.vocab, "--vocab-size-soft"]
         args += [x for lang, name in self.segmenters.items() for x in ("--segment", f"{lang}={name}")]
-        for lang, lines in self.text["mono"].items():
-            self.write_lines(self.raw / f"train.{lang}", lines)
+        for lang, lines in self.text["mono"].items():  # after them, the code-switched copies (--lexicon cs)
+            self.write_lines(self.raw / f"train.{lang}", lines + self.text.get("switched", {}).get(lang, []))
             args += ["--mono", f"train:{lang}={self.raw}/train.{lang}"]
         valid_sides = defaultdict(list)
         for split in ("train", "valid", "test"):
@@ -119,6 +120,12 @@ class TrainingRun:
         self.command(args, self.logs / "preprocess.log")
         summary = json.loads((self.data / "summary.json").read_text(encoding="utf-8"))
         print(f"   vocabulary: {summary['vocab'].get('spm_vocab_size', '?')} pieces; data-bin: {self.data}")
+        if "emb" in self.plan.lexicon:
+            from recipes.lib.lexicon_embeddings import write_piece_embeddings
+
+            (lexicon,) = self.text["lexicons"].values()
+            rows = write_piece_embeddings(lexicon, self.data, self.plan.size.dim, self.embeddings)
+            print(f"   piece embeddings: {rows} rows from the lexicon's word vectors -> {self.embeddings}")
 
     # ---- 2. pretraining ------------------------------------------------------------------
 
@@ -135,6 +142,7 @@ class TrainingRun:
         p = self.plan
         log = self.logs / "pretrain.log"
         start = ["--pretrained-xlm-checkpoint", self.start_lm.path] if self.start_lm else []
+        start += ["--init-embeddings", self.embeddings] if "emb" in p.lexicon else []
         cmd = [self.tool("fairseq-train"), self.data, *self.common(p.langs), *start, "--log-file", log,
                "--task", "cross_lingual_lm",
                "--mlm-steps", p.mlm_steps(), *p.model_args(), "--tokens-per-sample", 64, "--dropout", 0,

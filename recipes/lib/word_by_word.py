@@ -10,6 +10,7 @@ from word-by-word translation too). No pair of the corpus is read; ``train.sh --
 --lexicon`` makes the same pairs inside the run."""
 
 import argparse
+import random
 import sys
 import time
 from pathlib import Path
@@ -18,11 +19,26 @@ from typing import Dict, List, Sequence, Tuple
 from preprocess.errors import UserError
 from preprocess.lexicon import TOKEN, induce
 
+CODE_SWITCH_RATE = 0.25  # of the words with a translation; CSP and CoSDA-ML switch 15-50 %
+
 
 def word_by_word(line: str, dictionary: dict) -> str:
     """The line's tokens, each word in the dictionary replaced by its translation (lower case); other
     words, numbers and punctuation are kept."""
     return " ".join(dictionary.get(t.lower(), t) if t.isalpha() else t for t in TOKEN.findall(line))
+
+
+def code_switched(line: str, dictionary: dict, rate: float, rng: random.Random) -> str:
+    """The line with each word that has a translation replaced by it with probability ``rate`` (spacing and
+    other tokens as they were): code-switching for MLM, so that a language's context predicts the other's words
+    (Yang et al. 2020, CSP; Qin et al. 2020, CoSDA-ML)."""
+
+    def switch(m):
+        word = m.group(0)
+        other = dictionary.get(word.lower()) if word.isalpha() else None
+        return other if other is not None and rng.random() < rate else word
+
+    return TOKEN.sub(switch, line)
 
 
 def lexicon(src_lines: Sequence[str], tgt_lines: Sequence[str], src: str = "src", tgt: str = "tgt"):
