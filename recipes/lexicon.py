@@ -28,6 +28,7 @@ import argparse
 import json
 import platform
 import re
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -220,7 +221,21 @@ def main(argv=None):
     p.add_argument("--out", type=Path, help="write the record (JSON) here")
     p.add_argument("--figure", type=Path, help="draw the record's figure here (PNG)")
     p.add_argument("--table", type=Path, metavar="RECORD", help="print RECORD's table (and --figure) and stop")
+    p.add_argument(
+        "--levers",
+        type=Path,
+        nargs="+",
+        metavar="REPORT",
+        help="instead: the table (and --figure) of train.sh --unsupervised runs' report.json files, by what "
+        "--lexicon fed (e.g. recipes/results/train-*-quickstart-unsupervised*.json)",
+    )
     args = p.parse_args(argv)
+    if args.levers:
+        runs = [lever_run(path) for path in args.levers]
+        print(levers(runs))
+        if args.figure:
+            figures.levers(runs, args.figure)
+        return
     if args.table:
         record = json.loads(args.table.read_text(encoding="utf-8"))
         print(table(record))
@@ -273,6 +288,48 @@ def table(record: dict) -> str:
             cells.append(f"{r['nn_p@1']:.1f} / **{r['csls_p@1']:.1f}** ({r['queries']})" if r else "—")
         words = f"{row['words']['en'] / 1e6:.2f} M / {row['words']['de'] / 1e6:.2f} M"
         lines.append(f"| {row['text']} | {words} | {row['method']} | {row['seconds']:.0f} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def lever_run(path: Path) -> dict:
+    """One run's report.json as a row: what --lexicon fed, precision, updates, BLEU and copying per direction."""
+    report = json.loads(path.read_text(encoding="utf-8"))
+    uses = report.get("lexicon_uses")
+    if uses is None:  # reports written before they named their uses: TLM was the only one
+        uses = ["tlm"] if any("word-by-word pairs for TLM" in note for note in report["notes"]) else []
+    updates = {}
+    for line in report["trained"]:
+        found = re.match(r"(pretrain|translate) last validated at update (\d+)", line)
+        if found:
+            updates[found.group(1)] = int(found.group(2))
+    test = {r["direction"]: r for r in report["bleu"] if r["set"] == "test"}
+    return {"file": path.name, "uses": ",".join(uses) or "none", "precision": "/".join(report["precision"]),
+            "date": report["date"], "minutes": report["seconds"] / 60, "updates": updates,
+            "bleu": {d: r["bleu"] for d, r in test.items()},
+            "copy": {d: r["copy"] for d, r in test.items()}}  # fmt: skip
+
+
+def levers(runs: list) -> str:
+    """Markdown: one row per run, then the median of each use's runs, BLEU beside copying the source."""
+    directions = sorted({d for run in runs for d in run["bleu"]})
+    head = " | ".join(f"{d} BLEU (copy)" for d in directions)
+    lines = [f"| --lexicon | precision | run | minutes | pretrain / translate updates | {head} |",
+             "|---|---|---|---:|---|" + "---|" * len(directions)]  # fmt: skip
+    groups: dict = {}
+    for run in runs:
+        groups.setdefault((run["uses"], run["precision"]), []).append(run)
+        cells = " | ".join(f"{run['bleu'][d]:.2f} ({run['copy'][d]:.2f})" for d in directions)
+        u = run["updates"]
+        lines.append(f"| {run['uses']} | {run['precision']} | `{run['file']}` | {run['minutes']:.1f} | "
+                     f"{u.get('pretrain', '?')} / {u.get('translate', '?')} | {cells} |")  # fmt: skip
+    lines += ["", f"| --lexicon | precision | runs | {' | '.join(f'{d} median, over copy' for d in directions)} |",
+              "|---|---|---:|" + "---|" * len(directions)]  # fmt: skip
+    for (uses, precision), group in groups.items():
+        cells = []
+        for d in directions:
+            median = statistics.median(run["bleu"][d] for run in group)
+            cells.append(f"{median:.2f} ({median - group[0]['copy'][d]:+.2f})")
+        lines.append(f"| {uses} | {precision} | {len(group)} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
 

@@ -298,3 +298,17 @@ def test_unpaired_text_holds_no_pair_and_no_held_out_line(tmp_path):
     manpage = (SHARED / "mono/manpages.en").read_text(encoding="utf-8").splitlines()[0]
     assert manpage not in en
 
+
+def test_lever_table_is_made_from_the_records(tmp_path):
+    """`python -m recipes.lexicon --levers`: the committed quickstart --unsupervised reports as one row each and
+    the median of each --lexicon use beside copying; reports written before they named their uses read as TLM
+    where their notes say so."""
+    records = sorted((ROOT / "recipes" / "results").glob("train-2026-12-04-quickstart-unsupervised*.json"))
+    proc = run([sys.executable, "-m", "recipes.lexicon", "--levers", *records, "--figure", tmp_path / "levers.png"])
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and ".json" in line]
+    assert len(rows) == len(records)
+    none = "| none | bf16/bf16 | `train-2026-12-04-quickstart-unsupervised.json` | 28.1 | 9931 / 4520 | 3.50 (1.51) |"
+    assert none in proc.stdout
+    assert "| none | bf16/bf16 | 1 | 3.50 (+1.99) | 2.81 (+1.30) |" in proc.stdout
+    assert re.search(r"\| tlm \| bf16/bf16 \| [23] \| 5\.\d\d \(\+", proc.stdout), proc.stdout
+    assert (tmp_path / "levers.png").stat().st_size > 10_000

@@ -15,6 +15,7 @@ which ``scripts/setup.sh`` installs); without it a recipe says so in one line an
 
 import logging
 import re
+import statistics
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -168,6 +169,28 @@ def lexicon(record: dict, path: Path) -> Optional[Path]:
         axis.set(title=f"among the {title}", xlabel="text, M words a language")
     axes[0].set_ylabel("CSLS P@1 de→en (%)")
     _legends(*axes, fontsize=7)
+    return _save(fig, path)
+
+
+def levers(runs: List[dict], path: Path) -> Optional[Path]:
+    """Test BLEU of each train.sh --unsupervised run (a dot) and the median of its --lexicon uses (a bar),
+    one panel per direction, beside copying the source (``python -m recipes.lexicon --levers``)."""
+    plt = pyplot()
+    if plt is None:
+        return None
+    directions = sorted({d for run in runs for d in run["bleu"]})
+    groups = list(dict.fromkeys(f"{r['uses']}\n{r['precision']}" for r in runs))
+    fig, axes = plt.subplots(1, len(directions), figsize=(5 + 1.2 * len(groups), 4), sharey=True, squeeze=False)
+    for axis, d in zip(axes[0], directions):
+        for x, group in enumerate(groups):
+            values = [r["bleu"][d] for r in runs if f"{r['uses']}\n{r['precision']}" == group]
+            axis.bar(x, statistics.median(values), color="tab:blue", alpha=0.4)
+            axis.plot([x] * len(values), values, "o", color="tab:blue")
+        _copy_baselines(axis, {d: runs[0]["copy"][d]})
+        axis.axhline(runs[0]["copy"][d] + 3, color="tab:green", linestyle=":", label="copy + 3")
+        axis.set(title=f"{d}, test BLEU", xticks=range(len(groups)), xlabel="--lexicon (none: without)")
+        axis.set_xticklabels(groups, fontsize=7)
+    _legends(*axes[0])
     return _save(fig, path)
 
 

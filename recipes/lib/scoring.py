@@ -152,6 +152,7 @@ def report(run, rows, probes, trained, figure, what):
         minutes=p.minutes, model=dict(dim=p.size.dim, layers=p.size.layers), vocab=p.vocab,
         precision=[p.precision, p.translate_precision], trained=trained, notes=run.text["notes"],
         bleu=[{k: v for k, v in r.items() if k != "examples"} for r in rows], lexicon=probes,
+        lexicon_uses=list(p.lexicon),
     ), indent=1)  # fmt: skip
 
 
