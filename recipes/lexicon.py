@@ -231,7 +231,9 @@ def main(argv=None):
     )
     args = p.parse_args(argv)
     if args.levers:
-        runs = [lever_run(path) for path in args.levers]
+        runs = sorted(
+            (lever_run(path) for path in args.levers), key=lambda r: (r["uses"] != "none", r["uses"], r["file"])
+        )
         print(levers(runs))
         if args.figure:
             figures.levers(runs, args.figure)

@@ -3,15 +3,15 @@
 # sample shipped in recipes/data/en-de-docs, on CPU, in about 30 minutes on 2 cores:
 #   preprocess -> MLM+TLM pretraining (cross_lingual_lm) -> translation initialised from it
 #   (translation_lm: by default semi-supervised, MT on the 20,000 pairs + AE + back-translation on the
-#   monolingual text, XLM's Table 3 setting; --unsupervised: no pair seen, MLM pretraining and AE + BT
-#   on unpaired text) -> fairseq-generate on the held-out test set, both directions -> sacreBLEU beside
+#   monolingual text, XLM's Table 3 setting; --unsupervised: no pair seen, MLM pretraining with TLM on
+#   word-by-word translations by a lexicon induced from the unpaired text, and AE + BT on that text) -> fairseq-generate on the held-out test set, both directions -> sacreBLEU beside
 #   the copy-the-source baseline -> an exported model directory that XLMModel.from_pretrained loads.
 # Re-running skips finished stages; --fresh starts over.
 set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon [USES]]] [--test PREFIX] [--precision P] [--fresh] [--work-dir DIR]
+usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon USES]] [--test PREFIX] [--precision P] [--fresh] [--work-dir DIR]
                                   [--help]
 
   --tiny          a reduced run (a few minutes; what CI runs): fewer updates, a smaller test set
@@ -19,11 +19,11 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon [USES]]] [
                   on the monolingual text and one half of each side of the pairs, with no line left
                   whose translation is on the other side (default: semi-supervised, MLM+TLM, then MT
                   on the pairs added to AE + BT)
-  --lexicon       with --unsupervised: a bilingual lexicon induced from the unpaired text (seconds), and
-                  TLM in pretraining on every line beside its word-by-word translation; USES (train.sh
-                  --lexicon): some of tlm, mt, cs, emb comma-separated, default tlm (mt: word-by-word
-                  pairs as MT fading out; cs: code-switched copies for MLM; emb: embeddings started
-                  from the lexicon's word vectors)
+  --lexicon USES  with --unsupervised, what a bilingual lexicon induced from the unpaired text (seconds)
+                  feeds (train.sh --lexicon): some of tlm, mt, cs, emb comma-separated, or none; default
+                  tlm, pretraining's TLM on every unpaired line beside its word-by-word translation (mt:
+                  those pairs as MT fading out; cs: code-switched copies for MLM; emb: embeddings started
+                  from the lexicon's word vectors; recipes/README.md compares them)
   --test PREFIX   also score raw PREFIX.de / PREFIX.en (line-aligned, your own held-out text), beside
                   copying its source; the shipped test set is scored in any case
   --precision P   pretraining's number format: auto (default: bf16 where the CPU multiplies bf16 in hardware,
@@ -31,7 +31,7 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon [USES]]] [
                   perplexity; else fp32), fp32 or bf16; translation trains in fp32 (with
                   --unsupervised in P too: its back-translation runs 20 % faster in bf16)
   --fresh         delete the work directory's previous results first
-  --work-dir DIR  where data-bin, checkpoints and outputs go (default: runs/quickstart[-tiny][-unsupervised][-lexicon])
+  --work-dir DIR  where data-bin, checkpoints and outputs go (default: runs/quickstart[-tiny][-unsupervised[-lexicon-USES]])
 
 It runs: bash recipes/train.sh --langs de,en --pairs en-de=SAMPLE/train.en-de --mono en=SAMPLE/mono.en
 --mono de=SAMPLE/mono.de --valid en-de=SAMPLE/valid.en-de --test en-de=SAMPLE/test.en-de --minutes 30
@@ -50,14 +50,15 @@ EOF
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 die() { printf 'quickstart: error: %s\n' "$*" >&2; exit 2; }
 
-ARGS=(); WORK=""; SUFFIX=""; MODE=""; LEXICON=""
+ARGS=(); WORK=""; SUFFIX=""; MODE=""; LEXICON=""; USES=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tiny) ARGS+=(--tiny); MODE=-tiny ;;
     --unsupervised) ARGS+=(--unsupervised); SUFFIX=-unsupervised ;;
     --lexicon)
-      LEXICON=-lexicon
-      if [ $# -ge 2 ] && [[ "$2" =~ ^(tlm|mt|cs|emb)(,(tlm|mt|cs|emb))*$ ]]; then ARGS+=(--lexicon "$2"); shift; else ARGS+=(--lexicon); fi ;;
+      [ $# -ge 2 ] && [[ "$2" =~ ^(none|(tlm|mt|cs|emb)(,(tlm|mt|cs|emb))*)$ ]] \
+        || die "--lexicon needs none or some of tlm, mt, cs, emb, comma-separated"
+      USES="$2"; shift ;;
     --test) [ $# -ge 2 ] || die "--test needs a file prefix (PREFIX.de and PREFIX.en)"; ARGS+=(--score "yours:de-en=$2"); shift ;;
     --precision)
       [ $# -ge 2 ] && [[ "$2" =~ ^(auto|fp32|bf16)$ ]] || die "--precision needs auto, fp32 or bf16"
@@ -69,6 +70,12 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+
+if [ -n "$USES" ]; then
+  [ "$SUFFIX" = -unsupervised ] || die "--lexicon goes with --unsupervised (with pairs, TLM reads the real ones)"
+  [ "$USES" = tlm ] || LEXICON="-lexicon-${USES//,/-}"
+fi
+[ "$SUFFIX" = -unsupervised ] && [ "${USES:-tlm}" != none ] && ARGS+=(--lexicon "${USES:-tlm}")
 
 SAMPLE="$ROOT/recipes/data/en-de-docs"
 export XLM_FAIRSEQ_RECIPE=quickstart

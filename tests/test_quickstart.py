@@ -123,11 +123,12 @@ def test_quickstart_tiny_end_to_end(tmp_path):
 
 @pytest.mark.slow  # a whole recipe run, minutes
 def test_quickstart_unsupervised_is_its_own_run(tmp_path):
-    """--unsupervised sees no pair: MLM only on unpaired text, no MT step, and it says so; a work dir of
-    the other kind is refused at stage 1 and, once its marker is gone, redone with the stale
+    """--unsupervised --lexicon none sees no pair: MLM only on unpaired text, no MT step, and it says so; a
+    work dir of another kind (the default --unsupervised, which adds TLM on word-by-word pairs of an induced
+    lexicon; semi-supervised) is refused at stage 1 and, once its marker is gone, redone with the stale
     checkpoints set aside."""
     work = tmp_path / "qs"
-    proc = _run(["--tiny", "--unsupervised", "--work-dir", str(work), "--precision", "bf16"])
+    proc = _run(["--tiny", "--unsupervised", "--lexicon", "none", "--work-dir", str(work), "--precision", "bf16"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "2/4 MLM pretraining: cross_lingual_lm, --mlm-steps de,en," in proc.stdout
     # both stages in the number format asked for: back-translation gains from bf16, unlike MT
@@ -142,6 +143,9 @@ def test_quickstart_unsupervised_is_its_own_run(tmp_path):
     log = (work / "logs" / "translate.log").read_text()
     assert "'mt_steps': ''" in log and "'bt_steps': 'en-de-en,de-en-de'" in log
     assert "'bf16': True," in pretrain and "'bf16': True," in log
+    lexicon = _run(["--tiny", "--unsupervised", "--work-dir", str(work), "--precision", "bf16"])
+    assert lexicon.returncode == 2 and "stage preprocess was completed with other options" in lexicon.stderr
+    assert "TLM on word-by-word pairs of a lexicon induced from the unpaired text" in lexicon.stdout
     semi = _run(["--tiny", "--work-dir", str(work)])
     assert semi.returncode == 2 and "stage preprocess was completed with other options" in semi.stderr
     # redone by deleting its marker: the unsupervised checkpoints are set aside, not resumed from
