@@ -458,7 +458,7 @@ def test_bad_input_is_one_line_and_loses_nothing(case, data_bin, unmt, pretraine
         error = _error_of_process(argv)
     else:
         error = _error_in_process(argv, monkeypatch, capsys)
-    words = len(load_dictionary(str(c.data)))
+    words = len(load_dictionary(str(c.data))) if "{words}" in expected else None  # some cases' data has no dict
     line = expected.format(data=c.data, save=c.save, lm=c.lm, lm_dir=c.lm.parent, tmp=c.tmp, words=words)
     assert error in (f"error: {line}", f"convert: error: {line}"), error
     assert _checksums(c.data, c.save, c.lm.parent) == before
