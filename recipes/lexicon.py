@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from preprocess.lexicon import CSLS_K, centred, induce, read_dictionary, score_vectors, tokens
+from preprocess.lexicon import centred, csls_scores, induce, read_dictionary, score_vectors, tokens
 from recipes.lib import figures
 from recipes.lib.corpus import Pairs, unpaired
 
@@ -45,7 +45,7 @@ SHARED = ROOT.parent / "shared" / "data"
 SIZES = ("x1", "docs", "docs_gettext", "docs_gettext_fortunes")
 METHODS = ("coocmap", "ppmi-svd", "word2vec")
 MAX_WORDS = 60
-VOCABULARY, DIM, FREQUENT, ITERATIONS, CHUNK = 20000, 300, 4000, 5, 2048
+VOCABULARY, DIM, FREQUENT, ITERATIONS = 20000, 300, 4000, 5
 SEED_WORD = re.compile(r"[^\W\d_]{4,}")
 
 
@@ -152,19 +152,9 @@ def word2vec_vectors(lines, size=VOCABULARY, dim=DIM):
     return words, centred(torch.tensor(model.wv.vectors[: len(words)]))
 
 
-def csls_nearest(src, tgt, k=CSLS_K):
-    def mean_top(a, b):
-        return torch.cat(
-            [(a[i : i + CHUNK] @ b.T).topk(min(k, len(b)), dim=1).values.mean(1) for i in range(0, len(a), CHUNK)]
-        )
-
-    r_src, r_tgt = mean_top(src, tgt), mean_top(tgt, src)
-    return torch.cat(
-        [
-            (2 * src[i : i + CHUNK] @ tgt.T - r_src[i : i + CHUNK, None] - r_tgt[None]).argmax(1)
-            for i in range(0, len(src), CHUNK)
-        ]
-    )
+def csls_nearest(src, tgt):
+    similarity = src @ tgt.T
+    return csls_scores(similarity, similarity, similarity.T).argmax(1)
 
 
 def procrustes_map(src_words, src, tgt_words, tgt):

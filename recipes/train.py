@@ -189,9 +189,9 @@ def main(argv=None) -> int:
         for a, b in inputs.pairs:
             for lang in (a, b):
                 check_bleu(lang, f"--pairs {a}-{b}")
-        text = prepared_text(inputs, args)
+        text = prepared_text(inputs, args, lexicon)
         # sizes from the real text: the word-by-word pairs of --lexicon repeat it
-        words, characters = words_and_characters({**text, "train": {} if args.lexicon else text["train"]}, segmenters)
+        words, characters = words_and_characters({**text, "train": {} if lexicon else text["train"]}, segmenters)
     except UserError as e:
         refuse(str(e))
     precision = choose_precision(args.precision)

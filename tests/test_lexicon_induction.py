@@ -11,7 +11,8 @@ import sys
 from conftest import ROOT, run
 
 from preprocess.lexicon import induce
-from recipes.lib.word_by_word import code_switched, lexicon, word_by_word
+from recipes.lib.plan import parse_lexicon
+from recipes.lib.word_by_word import code_switched, word_by_word
 
 DOCS = ROOT / "recipes" / "data" / "en-de-docs"
 SHARED = ROOT.parent / "shared" / "data"
@@ -52,8 +53,9 @@ def test_lexicon_of_a_renamed_language_is_found_again():
     words of the first language get their own name in the second, and back; seeded by nothing it
     cannot start."""
     lines_a, lines_b, truth = _texts()
-    to_b, to_a, seeds = lexicon(lines_a, lines_b)
-    assert 50 <= seeds <= 60  # the anchors of similar frequency rank in both texts
+    induced = induce("xa", lines_a, "xb", lines_b)
+    to_b, to_a = induced.translations(), induced.translations(reverse=True)
+    assert 50 <= induced.seeds <= 60  # the anchors of similar frequency rank in both texts
     renamed = [w for w in truth if not w.startswith("anchor") and w in to_b]
     assert len(renamed) == 240
     right = sum(to_b[w] == truth[w] for w in renamed)
@@ -164,7 +166,7 @@ def test_train_plans_tlm_on_word_by_word_pairs_with_lexicon(tmp_path):
     assert re.search(r"lexicon en-de: \d+ en and \d+ de words from the unpaired text", proc.stdout), proc.stdout
     assert not (tmp_path / "w").exists()
     args = build_parser().parse_args(list(map(str, base + ["--unsupervised", "--lexicon"])))
-    text = corpus.prepared_text(Inputs(args), args)
+    text = corpus.prepared_text(Inputs(args), args, parse_lexicon(args.lexicon))
     (pairs,) = text["train"].values()
     real = set(zip(*((DOCS / f"train.en-de.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("en", "de"))))
     assert len(pairs) == len(text["mono"]["en"]) + len(text["mono"]["de"])
@@ -223,7 +225,7 @@ def test_train_plans_mlm_on_code_switched_copies_with_lexicon_cs(tmp_path):
     assert "MLM on code-switched lines of a lexicon induced from the unpaired text" in proc.stdout, proc.stdout
     assert re.search(r"lexicon en-de: .*, \d+ lines code-switched, \d+ s", proc.stdout), proc.stdout
     args = build_parser().parse_args(list(map(str, base + ["--lexicon", "cs"])))
-    text = corpus.prepared_text(Inputs(args), args)
+    text = corpus.prepared_text(Inputs(args), args, parse_lexicon(args.lexicon))
     assert text["train"] == {}
     for lang in ("en", "de"):
         real, switched = text["mono"][lang], text["switched"][lang]

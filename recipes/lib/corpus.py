@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from preprocess.errors import UserError
 from preprocess.langs import parse_langs
 from preprocess.segment import segmenter
-from recipes.lib.plan import TINY, parse_lexicon
+from recipes.lib.plan import TINY
 
 BLOCK = 50  # held-out sets are blocks of this many consecutive lines: documents, not scattered sentences
 TEST_SHARE, TEST_MAX = 0.05, 1000
@@ -245,8 +245,9 @@ def held_cap(args):
     return TINY["held_lines"] if args.tiny else None
 
 
-def prepared_text(inputs, args) -> dict:
-    """What each split gets: {"train": {pair: Pairs}, "mono": {lang: lines}, "switched": {lang: code-switched
+def prepared_text(inputs, args, lexicon: Sequence[str] = ()) -> dict:
+    """``lexicon``: with --unsupervised, the uses of a lexicon induced from the unpaired text (``parse_lexicon``).
+    What each split gets: {"train": {pair: Pairs}, "mono": {lang: lines}, "switched": {lang: code-switched
     lines for MLM only}, "lexicons": {pair: Lexicon}, "valid"/"test": {pair: Pairs}, "notes": [...]}; the
     held-out sets split off where none were given, and their sentences kept out of the training text."""
     notes, held = [], {"valid": {}, "test": {}}
@@ -285,10 +286,9 @@ def prepared_text(inputs, args) -> dict:
         notes.append(
             f"unpaired: {kept}" + (f" ({lost} lines dropped as translations of the other side)" if lost else "")
         )
-        uses = parse_lexicon(args.lexicon) if args.lexicon else ()
         train = {}  # no real pair
-        if uses:
-            train, switched, lexicons = lexicon_text(mono, list(inputs.pairs), uses, notes)
+        if lexicon:
+            train, switched, lexicons = lexicon_text(mono, list(inputs.pairs), lexicon, notes)
     else:
         for lang in inputs.langs:
             if lang not in mono:

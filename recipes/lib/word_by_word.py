@@ -41,12 +41,6 @@ def code_switched(line: str, dictionary: dict, rate: float, rng: random.Random) 
     return TOKEN.sub(switch, line)
 
 
-def lexicon(src_lines: Sequence[str], tgt_lines: Sequence[str], src: str = "src", tgt: str = "tgt"):
-    """(src -> tgt, tgt -> src) dictionaries and the number of seed pairs."""
-    induced = induce(src, src_lines, tgt, tgt_lines)
-    return induced.translations(), induced.translations(reverse=True), induced.seeds
-
-
 def pseudo_pairs(src_lines: Sequence[str], tgt_lines: Sequence[str], to_tgt: Dict[str, str], to_src: Dict[str, str]):
     """(source side, target side): every line of each language beside its word-by-word translation."""
     pairs: List[Tuple[str, str]] = [(line, word_by_word(line, to_tgt)) for line in src_lines]
@@ -74,15 +68,16 @@ def main(argv=None):
             sys.exit(f"word_by_word: {path}: {e}")
     (s, t), (src_lines, tgt_lines) = langs, texts
     try:
-        to_tgt, to_src, seeds = lexicon(src_lines, tgt_lines, s, t)
+        induced = induce(s, src_lines, t, tgt_lines)
     except UserError as e:
         sys.exit(f"word_by_word: {e}")
+    to_tgt, to_src = induced.translations(), induced.translations(reverse=True)
     sides = pseudo_pairs(src_lines, tgt_lines, to_tgt, to_src)
     for lang, side in zip(langs, sides):
         Path(f"{args.out}.{lang}").write_text("".join(line + "\n" for line in side), encoding="utf-8")
     examples = ", ".join(f"{w} -> {to_src[w]}" for w in list(to_src)[100:104])
     print(
-        f"lexicon: {len(to_tgt)} {s} and {len(to_src)} {t} words, map seeded by {seeds} spelled alike "
+        f"lexicon: {len(to_tgt)} {s} and {len(to_src)} {t} words, map seeded by {induced.seeds} spelled alike "
         f"({examples}); {len(sides[0])} word-by-word pairs in {time.time() - start:.0f} s"
     )
 
