@@ -3,8 +3,9 @@
 # sample shipped in recipes/data/en-de-docs, on CPU, in about 30 minutes on 2 cores:
 #   preprocess -> MLM+TLM pretraining (cross_lingual_lm) -> translation initialised from it
 #   (translation_lm: by default semi-supervised, MT on the 20,000 pairs + AE + back-translation on the
-#   monolingual text, XLM's Table 3 setting; --unsupervised: no pair seen, MLM pretraining with TLM on
-#   word-by-word translations by a lexicon induced from the unpaired text, and AE + BT on that text) -> fairseq-generate on the held-out test set, both directions -> sacreBLEU beside
+#   monolingual text, XLM's Table 3 setting; --unsupervised: no pair seen, MLM pretraining from piece
+#   embeddings of a lexicon induced from the unpaired text, and AE + BT on that text) -> fairseq-generate
+#   on the held-out test set, both directions -> sacreBLEU beside
 #   the copy-the-source baseline -> an exported model directory that XLMModel.from_pretrained loads.
 # Re-running skips finished stages; --fresh starts over.
 set -euo pipefail
@@ -21,9 +22,9 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon USES]] [--
                   on the pairs added to AE + BT)
   --lexicon USES  with --unsupervised, what a bilingual lexicon induced from the unpaired text (seconds)
                   feeds (train.sh --lexicon): some of tlm, mt, cs, emb comma-separated, or none; default
-                  tlm, pretraining's TLM on every unpaired line beside its word-by-word translation (mt:
-                  those pairs as MT fading out; cs: code-switched copies for MLM; emb: embeddings started
-                  from the lexicon's word vectors; recipes/README.md compares them)
+                  emb, the LM's piece embeddings started from the lexicon's word vectors (tlm: TLM on
+                  every unpaired line beside its word-by-word translation; mt: those pairs as MT fading
+                  out; cs: code-switched copies for MLM; recipes/README.md compares them)
   --test PREFIX   also score raw PREFIX.de / PREFIX.en (line-aligned, your own held-out text), beside
                   copying its source; the shipped test set is scored in any case
   --precision P   pretraining's number format: auto (default: bf16 where the CPU multiplies bf16 in hardware,
@@ -73,9 +74,9 @@ done
 
 if [ -n "$USES" ]; then
   [ "$SUFFIX" = -unsupervised ] || die "--lexicon goes with --unsupervised (with pairs, TLM reads the real ones)"
-  [ "$USES" = tlm ] || LEXICON="-lexicon-${USES//,/-}"
+  [ "$USES" = emb ] || LEXICON="-lexicon-${USES//,/-}"
 fi
-[ "$SUFFIX" = -unsupervised ] && [ "${USES:-tlm}" != none ] && ARGS+=(--lexicon "${USES:-tlm}")
+[ "$SUFFIX" = -unsupervised ] && [ "${USES:-emb}" != none ] && ARGS+=(--lexicon "${USES:-emb}")
 
 SAMPLE="$ROOT/recipes/data/en-de-docs"
 export XLM_FAIRSEQ_RECIPE=quickstart

@@ -124,7 +124,7 @@ def test_quickstart_tiny_end_to_end(tmp_path):
 @pytest.mark.slow  # a whole recipe run, minutes
 def test_quickstart_unsupervised_is_its_own_run(tmp_path):
     """--unsupervised --lexicon none sees no pair: MLM only on unpaired text, no MT step, and it says so; a
-    work dir of another kind (the default --unsupervised, which adds TLM on word-by-word pairs of an induced
+    work dir of another kind (the default --unsupervised, which starts the LM's piece embeddings from an induced
     lexicon; semi-supervised) is refused at stage 1 and, once its marker is gone, redone with the stale
     checkpoints set aside."""
     work = tmp_path / "qs"
@@ -145,7 +145,7 @@ def test_quickstart_unsupervised_is_its_own_run(tmp_path):
     assert "'bf16': True," in pretrain and "'bf16': True," in log
     lexicon = _run(["--tiny", "--unsupervised", "--work-dir", str(work), "--precision", "bf16"])
     assert lexicon.returncode == 2 and "stage preprocess was completed with other options" in lexicon.stderr
-    assert "TLM on word-by-word pairs of a lexicon induced from the unpaired text" in lexicon.stdout
+    assert "piece embeddings from the word vectors of a lexicon induced from the unpaired text" in lexicon.stdout
     semi = _run(["--tiny", "--work-dir", str(work)])
     assert semi.returncode == 2 and "stage preprocess was completed with other options" in semi.stderr
     # redone by deleting its marker: the unsupervised checkpoints are set aside, not resumed from
