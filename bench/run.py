@@ -28,12 +28,12 @@ On a GPU (``--device cuda``) both sides run with the same ``--fp16`` / ``--bf16`
 matmuls, as the plugin enables under CUDA); the reference matmul runs in that precision, and the
 result records the GPU and the attention kernels torch may choose. fairseq's parser turns ``--bf16``
 into ``--tpu``, which only the plugin takes back, so under bf16 the peers run with ``--user-dir``
-too (it changes nothing else for their tasks).
+too. The peers train with fairseq's own ``--optimizer adam`` where ours take the recipes' ``xlm_adam``, and
+the plugin leaves fairseq's Adam and its bf16 master weights as they are for them.
 """
 
 import argparse
 import dataclasses
-import functools
 import os
 import runpy
 import shutil
@@ -169,6 +169,14 @@ def device_flags(device: str, precision: str):
     return (["--cpu"] if device == "cpu" else []) + PRECISION_FLAGS[precision]
 
 
+def with_fairseqs_adam(cmd):
+    """A peer's command with fairseq's own Adam where ours has the recipes' optimizer (the plugin's)."""
+    if "--optimizer" not in cmd:  # fairseq-generate
+        return cmd
+    i = cmd.index("--optimizer")
+    return [*cmd[: i + 1], "adam", *cmd[i + 2 :]]
+
+
 def at_precision(cmd, ours: str, peer: str):
     """A peer's command in the peer's number format (``--peer-precision``) instead of ours'."""
     rest = [arg for arg in cmd[1:] if arg not in PRECISION_FLAGS[ours]]
@@ -232,7 +240,9 @@ def measure_size(size_name, size, args, flags, repeats, windows):
         unmt_compiled = unmt["ours_unmt_compiled"] = [*unmt["ours_unmt"], "--compile"]
         unmt_compiled[unmt_compiled.index("--save-dir") + 1] = str(ckpt / "ours_compiled")
 
-    as_peer = functools.partial(at_precision, ours=args.precision, peer=args.peer_precision)
+    def as_peer(cmd):
+        return at_precision(with_fairseqs_adam(cmd), ours=args.precision, peer=args.peer_precision)
+
     for commands in (pretrain, unmt):
         commands.update({name: as_peer(cmd) for name, cmd in commands.items() if name.startswith("peer")})
     runs = {}

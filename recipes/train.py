@@ -147,7 +147,7 @@ def build_parser(name: str = "train") -> argparse.ArgumentParser:
 def choose_precision(value: str) -> str:
     if value != "auto":
         return value
-    from xlm_fairseq.patches.precision import cpu_multiplies_bf16
+    from xlm_fairseq.hardware import cpu_multiplies_bf16
 
     return "bf16" if cpu_multiplies_bf16() else "fp32"
 

@@ -26,6 +26,17 @@ def test_the_benchmark_trains_with_the_recipes_optimiser(bench):
         assert flags[flags.index(option) + 1] == value, option
 
 
+def test_peers_train_with_fairseqs_own_adam(bench):
+    """Ours train with the recipes' --optimizer xlm_adam (the plugin's fused Adam), the peers with fairseq's
+    --optimizer adam and otherwise the same flags."""
+    ours = ["fairseq-train", "data-bin", *bench.TRAIN_COMMON, "--task", "masked_lm"]
+    peer = bench.with_fairseqs_adam(ours)
+    assert ours[ours.index("--optimizer") + 1] == "xlm_adam" and peer[peer.index("--optimizer") + 1] == "adam"
+    assert [w for w in peer if w != "adam"] == [w for w in ours if w != "xlm_adam"]
+    generate = ["fairseq-generate", "data-bin", "--beam", "5"]
+    assert bench.with_fairseqs_adam(generate) == generate
+
+
 def test_peers_run_in_their_own_number_format_when_asked(bench):
     """--precision bf16 --peer-precision fp32: ours in bf16 against the peers' fastest setting on a CPU,
     in one run. Every flag but the number format stays; by default the peers run in ours."""

@@ -16,9 +16,8 @@ from conftest import SAMPLE, TRAIN_ARGS, fairseq
 
 import xlm_fairseq  # noqa: F401  (registers model/task, installs the safe loader)
 from preprocess.errors import UserError
-from xlm_fairseq import convert
+from xlm_fairseq import checkpoints, convert
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.patches import safe_load
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOL = 1e-4
@@ -245,10 +244,10 @@ def test_converted_dir_layout(hf_case):
     assert info["subwords"] == "xlm_bpe" and info["subword_model"] == "bpe.codes" and info["subword_sha256"]
     assert info["lowercase_and_remove_accent"] is True and info["ro_remove_diacritics"] is True
     # the checkpoint carries the same settings (fairseq's task_state), as a training checkpoint does
-    assert safe_load.load(os.path.join(out, "model.pt"))["task_state"]["text_pipeline"] == info
+    assert checkpoints.load(os.path.join(out, "model.pt"))["task_state"]["text_pipeline"] == info
     merges = open(os.path.join(hf_case["hf_dir"], "merges.txt")).read()
     assert open(os.path.join(out, "bpe.codes")).read() == merges
-    cfg = safe_load.load(os.path.join(out, "model.pt"))["cfg"]
+    cfg = checkpoints.load(os.path.join(out, "model.pt"))["cfg"]
     assert cfg["model"]["no_lang_emb"] is (not hf_case["use_lang_emb"])
     assert cfg["model"]["sinusoidal_embeddings"] is (not hf_case["use_lang_emb"])
     assert cfg["model"]["max_positions"] == 48
@@ -427,7 +426,7 @@ class _Evil:
         return (os.system, (f"touch '{self.marker}'",))
 
 
-def test_safe_load_refuses_code(tmp_path):
+def test_checkpoint_reader_refuses_code(tmp_path):
     from fairseq import checkpoint_utils
 
     marker = tmp_path / "pwned"
@@ -435,8 +434,8 @@ def test_safe_load_refuses_code(tmp_path):
     torch.save({"model": {"w": torch.zeros(2)}, "cfg": None, "payload": _Evil(str(marker))}, str(path))
 
     with pytest.raises(XLMUserError) as e:
-        safe_load.load(str(path))
-    print("\nsafe_load:", e.value)
+        checkpoints.load(str(path))
+    print("\ncheckpoints.load:", e.value)
     assert "refused" in str(e.value) and "system" in str(e.value)
     assert not marker.exists()
 
@@ -445,7 +444,7 @@ def test_safe_load_refuses_code(tmp_path):
     assert "system" in str(e.value)
     assert not marker.exists()
 
-    with pytest.raises(XLMUserError, match="refused"):  # the converter reads through safe_load too
+    with pytest.raises(XLMUserError, match="refused"):  # the converter reads through checkpoints.load too
         convert.convert(str(path), str(tmp_path / "out"))
     assert not marker.exists() and not (tmp_path / "out").exists()
 
@@ -461,7 +460,7 @@ def test_classifier_from_converted_model(hf_case, tmp_path):
     pipeline and languages come from the converted dir; an --arch that does not fit it is one line
     saying how it was built."""
 
-    cfg = safe_load.load(os.path.join(hf_case["out"], "model.pt"))["cfg"]["model"]
+    cfg = checkpoints.load(os.path.join(hf_case["out"], "model.pt"))["cfg"]["model"]
     arch = [f"--{n.replace('_', '-')}={cfg[n]}" for n in ("encoder_embed_dim", "encoder_layers",
             "encoder_attention_heads", "encoder_ffn_embed_dim", "max_positions")]  # fmt: skip
     arch += [f"--{n.replace('_', '-')}" for n in ("no_lang_emb", "sinusoidal_embeddings") if cfg[n]]

@@ -26,7 +26,14 @@ TEXT_PIPELINE = {
 # the plugin's floors, lowest first: a module may import its own floor and those below (the most
 # specific prefix names a module's floor); the package's __init__ stands above them all
 PLUGIN_FLOORS = (
-    ("xlm_fairseq.errors", "xlm_fairseq.patches", "xlm_fairseq.cpu_threads"),
+    (
+        "xlm_fairseq.errors",
+        "xlm_fairseq.checkpoints",
+        "xlm_fairseq.hardware",
+        "xlm_fairseq.patches",
+        "xlm_fairseq.optim",
+        "xlm_fairseq.cpu_threads",
+    ),
     ("xlm_fairseq.objectives", "xlm_fairseq.distributed.rank_agreement", "xlm_fairseq.modules"),
     ("xlm_fairseq.data", "xlm_fairseq.evaluation.bleu", "xlm_fairseq.models", "xlm_fairseq.generation"),
     ("xlm_fairseq.assets",),

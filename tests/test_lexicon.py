@@ -81,7 +81,7 @@ def test_planted_alignment_is_found(pretrained, data_bin, tmp_path):
     from fairseq.data import Dictionary
 
     from preprocess.pipeline import load_pipeline
-    from xlm_fairseq.patches import safe_load
+    from xlm_fairseq import checkpoints
 
     dictionary = Dictionary.load(str(data_bin / "dict.txt"))
     pipeline = load_pipeline([str(data_bin)])
@@ -95,7 +95,7 @@ def test_planted_alignment_is_found(pretrained, data_bin, tmp_path):
         if de not in planted and len(whole.get(de, [])) == 1:
             planted[de] = en
     assert len(planted) >= 6, planted  # (a 2,000-piece vocabulary has few whole German words)
-    state = safe_load.load(str(pretrained))
+    state = checkpoints.load(str(pretrained))
     table = state["model"]["encoder.transformer.embeddings.weight"]
     for de, en in planted.items():  # the German piece := the mean of the English word's pieces
         table[dictionary.index(whole[de][0])] = table[[dictionary.index(p) for p in pipeline.split(en)]].mean(0)

@@ -79,7 +79,7 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     assert "'dropout': 0.1, 'attention_dropout': 0.1," in (work / "logs" / "translate.log").read_text()
     # --precision auto: pretraining in bf16 where the CPU multiplies it in hardware, as the banner says;
     # translation in fp32 either way
-    from xlm_fairseq.patches.precision import cpu_multiplies_bf16
+    from xlm_fairseq.hardware import cpu_multiplies_bf16
 
     bf16 = cpu_multiplies_bf16()
     assert f"'bf16': {bf16}," in pretrain_log and "'bf16': False," in (work / "logs" / "translate.log").read_text()

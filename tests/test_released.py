@@ -13,8 +13,7 @@ import torch
 from conftest import ROOT
 from test_convert import make_hf_dir
 
-from xlm_fairseq import convert
-from xlm_fairseq.patches import safe_load
+from xlm_fairseq import checkpoints, convert
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 REPO = "FacebookAI/xlm-tiny-ende"
@@ -58,8 +57,8 @@ def test_convert_and_from_pretrained_take_hub_ids(hf_dir, tmp_path):
     for name in ("dict.txt", "bpe.codes", "text_pipeline.json"):
         assert (by_id / name).read_bytes() == open(os.path.join(by_dir, name), "rb").read(), name
     ours, theirs = (
-        safe_load.load(by_id / "model.pt")["model"],
-        safe_load.load(os.path.join(by_dir, "model.pt"))["model"],
+        checkpoints.load(by_id / "model.pt")["model"],
+        checkpoints.load(os.path.join(by_dir, "model.pt"))["model"],
     )
     assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
 

@@ -126,9 +126,9 @@ def test_checkpoint_keeps_its_pipeline(unmt, data_bin, tmp_path):
 
     from fairseq.checkpoint_utils import torch_persistent_save
 
-    from xlm_fairseq.patches import safe_load
+    from xlm_fairseq import checkpoints
 
-    state = safe_load.load(unmt[0] / "checkpoint_last.pt")
+    state = checkpoints.load(unmt[0] / "checkpoint_last.pt")
     stored = state["task_state"]["text_pipeline"]
     assert stored["subwords"] == "sentencepiece" and stored["subword_model"] == "spm.model"
     for key in ("subword_model", "dictionary", "dictionary_sha256"):  # what older checkpoints lack

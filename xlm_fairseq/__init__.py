@@ -3,13 +3,15 @@
 Importing registers the model ``xlm_transformer`` (archs ``xlm_tiny``, ``xlm_512``, ``xlm_1024``),
 the tasks ``cross_lingual_lm`` (replacing fairseq's legacy MLM-only task of that name),
 ``translation_lm`` and ``xlm_classification``, the criteria ``xlm_cross_entropy`` and
-``xlm_sentence_classification``, the text pipeline as ``--tokenizer xlm`` / ``--bpe xlm``, and
-Hugging Face ids as model names of ``XLMModel.from_pretrained``; it installs the patches of
-``xlm_fairseq.patches`` (fairseq offers no hook for them; each module says why).
+``xlm_sentence_classification``, the optimizer ``xlm_adam`` (fairseq's Adam in torch's fused kernel),
+the text pipeline as ``--tokenizer xlm`` / ``--bpe xlm``, and Hugging Face ids as model names of
+``XLMModel.from_pretrained``; it installs the patches of ``xlm_fairseq.patches`` (fairseq offers no
+hook for them; each module says why).
 
 Where things live: ``modules/`` layers, ``models/`` wiring, ``generation.py`` greedy decoding,
 ``data/`` datasets, ``objectives.py`` the objectives and their schedule, ``tasks/``, ``criterions/``,
-``assets.py`` a model's dictionary, languages and text pipeline, ``inference/`` hubs and export,
+``optim/`` optimizers, ``assets.py`` a model's dictionary, languages and text pipeline, ``checkpoints.py``
+reading checkpoints, ``hardware.py`` what the CPU multiplies fast, ``inference/`` hubs and export,
 ``evaluation/`` BLEU, lexicon induction and retrieval, ``convert/`` other formats, ``distributed/``
 CPU data parallelism, ``patches/`` changes to fairseq and torch.
 """
@@ -18,7 +20,7 @@ from xlm_fairseq import patches
 
 patches.install()
 
-from xlm_fairseq import criterions, models  # noqa: E402  (registers them)
+from xlm_fairseq import criterions, models, optim  # noqa: E402,F401  (registers them)
 from xlm_fairseq.convert import hf_hub  # noqa: E402
 from xlm_fairseq.data import encoders  # noqa: E402,F401  (registers --tokenizer xlm / --bpe xlm)
 from xlm_fairseq.models import XLMLanguageModel, XLMModel  # noqa: E402

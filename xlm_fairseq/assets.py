@@ -18,10 +18,10 @@ from fairseq.data import Dictionary
 from preprocess.langs import parse_langs
 from preprocess.layout import DICT_FILE, MODEL_FILE
 from preprocess.pipeline import PipelineSettings, TextPipeline, load_pipeline, read_settings, restore_subword_model
+from xlm_fairseq import checkpoints
 from xlm_fairseq.data.dictionary import data_shards, dictionary_from_state, load_dictionary
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LM_PREFIX
-from xlm_fairseq.patches import safe_load
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 def read_checkpoint(path: str) -> dict:
     """A checkpoint file read safely (fairseq's and XLM's classes allowlisted); an unreadable or
     refused file is one line naming it."""
-    return safe_load.load(path)
+    return checkpoints.load(path)
 
 
 def resolve_checkpoint(path: str) -> str:

@@ -2,7 +2,7 @@
 Face XLM directory (:data:`HF_DIR`; a Hugging Face model id is fetched to one first) or an
 xlm_fairseq checkpoint (:data:`OURS`: a ``.pt`` file, or a directory holding ``model.pt``).
 
-A file is read once, here, through :func:`xlm_fairseq.patches.safe_load.load` (the allowlist), and
+A file is read once, here, through :func:`xlm_fairseq.checkpoints.load` (the allowlist), and
 its content handed on to the reader of its kind."""
 
 import os
@@ -11,8 +11,8 @@ import zipfile
 from typing import NamedTuple, Optional
 
 from preprocess.layout import MODEL_FILE
+from xlm_fairseq import checkpoints
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.patches import safe_load
 
 XLM_PTH, HF_DIR, OURS = "xlm_pth", "hf", "fairseq"
 
@@ -43,7 +43,7 @@ def detect_source(src: str, hub_ids: bool = False) -> Found:
         path = src
     if not _looks_like_torch_file(path):
         raise XLMUserError(f"{path}: not an XLM .pth nor an xlm_fairseq checkpoint (not a file torch.save writes)")
-    ckpt = safe_load.load(path)  # a refused pickle or an unreadable file: one line naming it
+    ckpt = checkpoints.load(path)  # a refused pickle or an unreadable file: one line naming it
     if isinstance(ckpt, dict) and {"params", "dico_id2word"} <= set(ckpt):
         if "model" in ckpt or {"encoder", "decoder"} <= set(ckpt):  # an LM, or an MT model (encoder, decoder)
             return Found(XLM_PTH, src, path, ckpt)

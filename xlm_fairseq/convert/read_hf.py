@@ -9,6 +9,7 @@ import torch
 
 from preprocess.layout import SPECIAL_SYMBOLS, XLM_SYMBOLS
 from preprocess.subwords import parse_bpe_codes, read_bpe_codes
+from xlm_fairseq import checkpoints
 from xlm_fairseq.convert.lm import LM, hf_token_to_xlm_word
 from xlm_fairseq.convert.xlm_terms import (
     check_representable,
@@ -20,7 +21,6 @@ from xlm_fairseq.convert.xlm_terms import (
 )
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.modules.transformer import LAYER_NORM_EPS
-from xlm_fairseq.patches import safe_load
 
 
 def read_hf_dir(
@@ -164,5 +164,5 @@ def _hf_weights(src: str) -> Dict[str, torch.Tensor]:
             weights.update(load_file(os.path.join(src, shard)))
         return weights
     if os.path.isfile(pt):
-        return safe_load.load(pt)
+        return checkpoints.load(pt)
     raise XLMUserError(f"{src}: no model.safetensors or pytorch_model.bin")

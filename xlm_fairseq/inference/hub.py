@@ -28,8 +28,8 @@ from torch import Tensor
 
 from preprocess import layout
 from preprocess.errors import UserError
+from xlm_fairseq import checkpoints
 from xlm_fairseq.errors import NOT_A_TRANSLATION_MODEL, XLMUserError
-from xlm_fairseq.patches import safe_load
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def load_checkpoint(model_name_or_path, checkpoint_file=layout.MODEL_FILE, data_
             raise XLMUserError(f"{os.path.join(path, name)}: no such checkpoint")
         if not _torch_loads_weights_only():
             # fairseq calls torch.load with torch's default, which unpickles anything before 2.6
-            safe_load.load(os.path.join(path, name))
+            checkpoints.load(os.path.join(path, name))
     x = hub_utils.from_pretrained(path, checkpoint_file, data_name_or_path, **kwargs)
     if len(x["models"]) != 1:
         raise XLMUserError(f"{checkpoint_file}: give one checkpoint, not an ensemble")

@@ -7,8 +7,8 @@ from xlm_fairseq.patches import (
     checkpoint_copy,
     checkpoint_reader,
     cpu_clip_norm,
-    fused_adam,
     interactive_input,
+    legacy_task,
     log_file_once,
     precision,
     prefetch_at_exit,
@@ -26,9 +26,9 @@ PATCHES = (
     precision,  # --bf16 without a TPU; TF32 under CUDA unless --no-tf32
     bf16_flat_master,  # --bf16 without a TPU: fp32 master weights in one flat tensor, as --fp16's
     cpu_clip_norm,  # --cpu --clip-norm on a machine with a GPU: the norm taken on the CPU
-    fused_adam,  # fairseq's Adam update in torch's fused kernel (eps placed as fairseq's), one pass per tensor
     prefetch_at_exit,  # batch-prefetch threads stop between batches at exit (no abort after a finished run)
     interactive_input,  # fairseq-interactive reads strict UTF-8, a bad line one error naming it
+    legacy_task,  # fairseq's legacy cross_lingual_lm task leaves its name to the plugin's
     log_file_once,  # --log-file gets each line once, not once per epoch begun so far
 )
 

@@ -1,14 +1,17 @@
-"""``--bf16`` off a TPU keeps its fp32 master weights in one flat tensor, as ``--fp16`` does.
+"""``--bf16`` off a TPU keeps its fp32 master weights in one flat tensor, as ``--fp16`` does, for the
+optimizers that ask for it (``flat_bf16_master``: the plugin's ``--optimizer xlm_adam``); fairseq's own
+optimizers keep fairseq's layout.
 
 fairseq 0.12's ``FP16Optimizer.build_optimizer`` turns flattening off for every ``--bf16`` run ("mixed
 precision is faster on TPUs without flat grads"), so on a CPU or GPU each update runs Adam, clipping and
 zeroing once per parameter tensor: 54 tensors at the recipes' size, about a dozen operations each. One
-flat tensor runs each operation once (bf16 MLM at the recipes' size on 2 AMX cores: ~4 % more tokens/s,
-bench/README.md); the update is the same elementwise arithmetic. fairseq's own flat path asks
+flat tensor runs each operation once (bench/README.md measures it); the update is the same elementwise
+arithmetic. fairseq's own flat path asks
 ``torch.cuda`` for the device, so it is built here for whatever one device the parameters are on.
-``--fp16-no-flatten-grads`` keeps fairseq's per-tensor layout.
+``--fp16-no-flatten-grads`` keeps fairseq's per-tensor layout. fairseq builds the wrapper in its trainer
+with no hook for its layout, hence the patch.
 
-Runs resume across the change: an optimizer state saved per tensor (before this patch, or with
+Runs of such an optimizer resume across the change: an optimizer state saved per tensor (before this patch, or with
 ``--fp16-no-flatten-grads``) is joined when a flat run loads it, and a flat state split the other way.
 """
 
@@ -20,10 +23,16 @@ _original_build_optimizer = FP16Optimizer.build_optimizer.__func__
 _original_load_state_dict = FP16Optimizer.load_state_dict
 
 
+def asks_flat(optimizer_cfg) -> bool:
+    """Whether ``--optimizer``'s class opts in to flat bf16 master weights."""
+    return getattr(optim.OPTIMIZER_REGISTRY.get(getattr(optimizer_cfg, "_name", None)), "flat_bf16_master", False)
+
+
 def flattens(cfg, params) -> bool:
     common = cfg.common
     return (
-        getattr(common, "bf16", False)
+        asks_flat(cfg.optimizer)
+        and getattr(common, "bf16", False)
         and not getattr(common, "tpu", False)
         and not getattr(common, "fp16_no_flatten_grads", False)
         and len({p.device for p in params}) == 1
@@ -73,7 +82,7 @@ def split(state_dict, shapes):
 
 def load_state_dict(self, state_dict, optimizer_overrides=None):
     groups = state_dict.get("param_groups", [])
-    if len(groups) == 1:
+    if len(groups) == 1 and getattr(self.fp32_optimizer, "flat_bf16_master", False):
         saved = len(groups[0]["params"])
         shapes = [p.shape for p in self.fp16_params if p.requires_grad]
         if self.has_flat_params and saved == len(shapes) > 1:

@@ -11,8 +11,8 @@ import os
 
 from fairseq import checkpoint_utils
 
+from xlm_fairseq.checkpoints import unreadable
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.patches.safe_load import unreadable
 
 _original_read = checkpoint_utils.load_checkpoint_to_cpu
 _original_resume = checkpoint_utils.load_checkpoint

@@ -1,5 +1,5 @@
-"""Number formats: ``--bf16`` without a TPU, TF32 matmuls under CUDA, and bf16 on CPUs that multiply it in
-hardware (AMX, AVX-512 BF16).
+"""Number formats: ``--bf16`` without a TPU, TF32 matmuls under CUDA, and a hint to use bf16 on CPUs that
+multiply it in hardware (``xlm_fairseq.hardware``).
 
 fairseq 0.12 has no hook between parsing and device set-up; both are applied in its
 ``distributed_utils.call_main``, which fairseq-train / -interactive / -validate / -eval-lm go through.
@@ -15,6 +15,8 @@ import logging
 
 import torch
 from fairseq.distributed import utils as distributed_utils
+
+from xlm_fairseq import hardware
 
 logger = logging.getLogger(__name__)
 
@@ -34,25 +36,6 @@ def bf16_without_tpu(cfg) -> None:
         logger.info("--bf16 without torch_xla: bfloat16 on %s, not a TPU", "CPU" if common.cpu else "the GPU")
 
 
-def cpu_bf16_hardware() -> str:
-    """The instructions with which this CPU multiplies bf16 matrices in hardware: "AMX" (Intel Sapphire
-    Rapids and later), "AVX-512 BF16" (AMD Zen 4 and later; Intel Cooper Lake's is not measured), or ""
-    where torch emulates bf16 and it is slower than fp32. With either, ``--bf16`` pretrains the recipes'
-    LM faster than fp32 at the same validation perplexity: 1.3x with AMX, whose fp32 products are fast
-    already, 1.7-1.9x with AVX-512 BF16 on AMD Zen 4, whose bf16 products run 4x its fp32 ones
-    (bench/README.md)."""
-    cpu = torch.cpu  # (torch's private checks, 2.3 on)
-    if getattr(cpu, "_is_amx_tile_supported", lambda: False)():
-        return "AMX"
-    if getattr(cpu, "_is_avx512_bf16_supported", lambda: False)():
-        return "AVX-512 BF16"
-    return ""
-
-
-def cpu_multiplies_bf16() -> bool:
-    return bool(cpu_bf16_hardware())
-
-
 def hint_cpu_bf16(cfg) -> None:
     """Say so when pretraining (``cross_lingual_lm``) runs in fp32 on a CPU that multiplies bf16 in hardware,
     as fairseq's trainer does for --fp16 on GPUs that would gain from it."""
@@ -60,9 +43,10 @@ def hint_cpu_bf16(cfg) -> None:
     precise = not (common.bf16 or common.fp16 or common.memory_efficient_fp16 or common.amp)
     on_cpu = common.cpu or not torch.cuda.is_available()
     if on_cpu and precise and str(getattr(cfg.task, "_name", "")) == "cross_lingual_lm":
-        hardware = cpu_bf16_hardware()
-        if hardware:
-            logger.info(f"this CPU multiplies bf16 in hardware ({hardware}): --bf16 pretrains faster (bench/README.md)")
+        instructions = hardware.cpu_bf16_hardware()
+        if instructions:
+            hint = f"this CPU multiplies bf16 in hardware ({instructions}): --bf16 pretrains faster (bench/README.md)"
+            logger.info(hint)
 
 
 def call_main(cfg, main, **kwargs):

@@ -1,102 +1,16 @@
-"""Let torch >= 2.6's ``weights_only`` loader read fairseq and XLM checkpoints, and nothing more.
+"""Let torch >= 2.6's ``weights_only`` loader read fairseq and XLM checkpoints in fairseq's commands, and
+nothing more.
 
 Patch of torch >= 2.6 (``torch.load(weights_only=True)`` by default) for fairseq 0.12: fairseq's
-commands call ``torch.load`` with torch's default and offer no hook for the allowlist.
-
-fairseq checkpoints pickle ``argparse.Namespace`` and omegaconf containers; original XLM ``.pth``
-files pickle numpy scalars/arrays in ``params``. Each class is allowlisted by name: a pickle that
-asks for anything else (``os.system``, ``subprocess.Popen``, ...) is still refused by torch.
+commands call ``torch.load`` with torch's default and offer no hook for the allowlist, which
+``xlm_fairseq.checkpoints`` holds.
 """
 
-import argparse
-import collections
-import pickle
-import typing
-
-import numpy as np
 import torch
 
-from xlm_fairseq.errors import XLMUserError
-
-
-def _numpy_globals():
-    found = [np.dtype, np.ndarray]
-    for module_name in ("numpy._core.multiarray", "numpy.core.multiarray"):
-        try:
-            module = __import__(module_name, fromlist=["scalar", "_reconstruct"])
-        except ImportError:
-            continue
-        found += [module.scalar, module._reconstruct]
-        break
-    # pickles name dtype classes such as numpy.dtypes.Float64DType
-    found += sorted({type(np.dtype(t)) for t in np.sctypeDict.values()}, key=lambda c: c.__name__)
-    found += sorted(set(np.sctypeDict.values()), key=lambda c: c.__name__)
-    return found
-
-
-def _omegaconf_globals():
-    import omegaconf
-    from omegaconf import nodes
-    from omegaconf.base import ContainerMetadata, Metadata
-
-    node_classes = [
-        getattr(nodes, name) for name in dir(nodes) if name.endswith("Node") and isinstance(getattr(nodes, name), type)
-    ]
-    return [omegaconf.DictConfig, omegaconf.ListConfig, ContainerMetadata, Metadata, *node_classes]
-
-
-def allowed_globals():
-    """Every class a fairseq / XLM checkpoint may name, besides torch's own defaults."""
-    return [
-        argparse.Namespace,
-        collections.OrderedDict,
-        collections.defaultdict,
-        typing.Any,
-        dict,
-        list,
-        set,
-        tuple,
-        int,
-        float,
-        bool,
-        str,
-        *_omegaconf_globals(),
-        *_numpy_globals(),
-    ]
+from xlm_fairseq.checkpoints import allowed_globals
 
 
 def install():
     """Add the allowlist to torch's weights-only unpickler (process-wide, idempotent)."""
     torch.serialization.add_safe_globals(allowed_globals())
-
-
-def unreadable(path, error: Exception):
-    """The one-line error for a checkpoint torch could not load, or None when ``error`` is not about
-    the file (a refused pickle, a missing file, a truncated or corrupt one)."""
-    e = str(error)
-    if "weights_only" in e or "Unsupported global" in e or "Weights only load failed" in e:
-        first = [line for line in e.splitlines() if "Unsupported" in line or "GLOBAL" in line]
-        return XLMUserError(
-            f"{path}: refused to load, it asks to run code that is not allowlisted "
-            f"({(first[0].strip() if first else type(error).__name__)})"
-        )
-    if isinstance(error, FileNotFoundError):
-        return XLMUserError(f"{path}: no such checkpoint")
-    if isinstance(error, (RuntimeError, EOFError, ValueError, OSError, pickle.UnpicklingError)):  # torch's reader
-        first_sentence = (e.strip().splitlines() or [""])[0].split(". ")[0][:160]
-        reason = f"{type(error).__name__}: {first_sentence}"
-        return XLMUserError(f"{path}: not a readable checkpoint, truncated or corrupt ({reason})")
-    return None
-
-
-def load(path, map_location="cpu"):
-    """``torch.load`` under the allowlist, whatever the caller's torch defaults; a refused pickle, or
-    a file torch cannot read (truncated by a killed copy, say), becomes a one-line error naming it."""
-    install()
-    try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:  # torch raises UnpicklingError wrapped in various ways
-        error = unreadable(path, e)
-        if error is None:
-            raise
-        raise error from None

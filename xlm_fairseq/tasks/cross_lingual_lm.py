@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from fairseq import metrics
 from fairseq.data import Dictionary
+from fairseq.tasks import register_task
 
 from preprocess.langs import parse_steps
 from xlm_fairseq.data import (
@@ -28,7 +29,6 @@ from xlm_fairseq.data import (
 )
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.objectives import MAX_DRAWS_PER_FAMILY, Objective
-from xlm_fairseq.tasks import register_task_replacing
 from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def sampling_probs(sizes: Dict[str, float], alpha: float) -> Dict[str, float]:
     return dict(zip(keys, p))
 
 
-@register_task_replacing("cross_lingual_lm", dataclass=CrossLingualLMConfig)
+@register_task("cross_lingual_lm", dataclass=CrossLingualLMConfig)
 class XLMCrossLingualLMTask(XLMTask):
     """XLM pretraining (MLM / TLM / CLM). Replaces fairseq's legacy task of the same name."""
 

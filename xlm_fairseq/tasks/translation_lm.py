@@ -28,6 +28,7 @@ from typing import Dict, List, Optional
 import torch
 from fairseq import metrics
 from fairseq.data import LanguagePairDataset, PrependTokenDataset
+from fairseq.tasks import register_task
 
 from preprocess.langs import parse_steps
 from preprocess.segment import check_bleu
@@ -37,7 +38,6 @@ from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.evaluation.bleu import batch_bleu_stats, reduce_bleu
 from xlm_fairseq.generation import XLMSequenceGenerator
 from xlm_fairseq.objectives import MAX_DRAWS_PER_FAMILY, Objective, bare_model, lambda_schedule
-from xlm_fairseq.tasks import register_task_replacing
 from xlm_fairseq.tasks.back_translation import BackTranslation
 from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
 
@@ -89,7 +89,7 @@ class TranslationLMConfig(XLMTaskConfig):
     target_lang: Optional[str] = field(default=None, metadata={"help": "target language", "argparse_alias": "-t"})
 
 
-@register_task_replacing("translation_lm", dataclass=TranslationLMConfig)
+@register_task("translation_lm", dataclass=TranslationLMConfig)
 class TranslationLMTask(BackTranslation, XLMTask):
     cfg: TranslationLMConfig
     model_kind = "translation"
