@@ -2,9 +2,9 @@
 
 torch runs its CPU kernels on OpenMP threads, about one per core, which spin at the end of every
 parallel region until all of them have finished. While another process keeps one of the cores busy,
-one thread is descheduled in every region and the others spin waiting for it: at the recipes' size
-MLM pretraining on 2 cores ran 1,903 tokens/s beside one busy process, against 14,000 on one thread
-and 21,800 with the machine to itself (bench/README.md, "Sharing the CPU with another job").
+one thread is descheduled in every region and the others spin waiting for it: a 2-thread run beside
+one busy process is many times slower than a 1-thread one (bench/README.md, "Sharing the CPU with
+another job").
 
 So, while a task trains or decodes on a CPU, every few seconds :class:`IdleCoreThreads` reads from Linux's
 ``/proc`` how much time other processes took on this process's cores, and sets torch's thread count

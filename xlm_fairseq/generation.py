@@ -33,8 +33,7 @@ def padded_output_layer(decoder: XLMTransformer) -> Tuple[Tensor, Tensor]:
 
 def best_words(scores: Tensor) -> Tensor:
     """``scores.argmax(-1)`` (the first of equal maxima, as torch's); on CPU by numpy's vectorised argmax,
-    which takes an eighth of torch's time there (70 x 4,016 fp32: 25 against 206 us, ~10 % of a decoding
-    step at the recipes' size)."""
+    which takes a fraction of torch's time there (bench/README.md)."""
     if scores.device.type != "cpu":
         return scores.argmax(-1)
     return torch.from_numpy(scores.float().numpy().argmax(-1))

@@ -56,8 +56,8 @@ AVX512_FLAGS = ("avx512f", "avx512cd", "avx512vl", "avx512dq", "avx512bw")  # CT
 def ctranslate2_environment(environ=os.environ, cpuinfo: str = "/proc/cpuinfo") -> Dict[str, str]:
     """The variables to set before CTranslate2 computes: AVX-512 for its own kernels where the CPU has it.
     CTranslate2 dispatches to AVX2 unless asked (its docs: AVX-512 "can only be enabled with the environment
-    variable"); asking bought +13 % sentences/s at int8 beam 5 on the recipes' model, 2-core AMD EPYC
-    (``bench/serving.py``). A value the user set is kept (``CT2_FORCE_CPU_ISA=AVX2`` restores the default)."""
+    variable"); asking pays on the recipes' model (``bench/serving.py``, bench/README.md). A value the
+    user set is kept (``CT2_FORCE_CPU_ISA=AVX2`` restores the default)."""
     if CPU_ISA_VARIABLE in environ:
         return {}
     try:
@@ -228,7 +228,7 @@ def batch_sentences(beam: int) -> int:
 class CTranslate2Directions:
     """The CTranslate2 translators of a model directory, loaded on first use per direction. On CPU,
     ``threads`` translators of one thread each work on batches of :func:`batch_sentences` in parallel
-    (on 2 cores: 1.7x the sentences/s of one translator on two threads at int8, which oversubscribes);
+    (more sentences/s than one translator on two threads, which oversubscribes: bench/README.md);
     :meth:`translate` queues all its calls before it waits for any."""
 
     def __init__(self, model_dir: str, device: str = "cpu", threads: int = 0):

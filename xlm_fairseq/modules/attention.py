@@ -100,7 +100,7 @@ class BeamKVCache(KVCache):
     self-attention layer S x H x steps x beam x D, the ``beam`` hypotheses of a sentence side by side),
     and each hypothesis' ancestry (S x beam x steps) says which of its sentence's hypotheses computed
     each of its steps. A reordering of the beams rewrites the ancestry instead of copying every layer's
-    keys and values (15 % of a beam step at 128 x 3). Self-attention reads a sentence's steps x beam keys
+    keys and values (bench/README.md, "Beam reorder"). Self-attention reads a sentence's steps x beam keys
     as one matrix (no copy: steps outermost), its ``beam`` queries together, and :meth:`visible` hides
     from each hypothesis the steps that are not its ancestors'."""
 
@@ -242,9 +242,8 @@ class MultiHeadAttention(nn.Module):
             context = CPUAttentionWithDropout.apply(q * self.head_dim**-0.5, k, v, allowed, self.dropout)
         elif by_matmuls:
             # two small matmuls: for a decoding step on CPU (a query or a beam's few per row) they cost less
-            # than the flash kernel's tiling (fairseq-generate at 128 x 3, beam 5: ~15 % more sentences/s);
-            # in bf16 the CPU flash kernel's backward pass is 5x slower than this (16 x 4 x 64^2: 4.8
-            # against 0.9 ms forward and backward, on a CPU with AMX)
+            # than the flash kernel's tiling, and in bf16 the CPU flash kernel's backward pass is slower
+            # than this (bench/README.md)
             w = torch.matmul(q * self.head_dim**-0.5, k.transpose(-1, -2))
             if allowed is not None:
                 w = w.masked_fill(~allowed, torch.finfo(w.dtype).min)  # a row with no key: uniform, not NaN

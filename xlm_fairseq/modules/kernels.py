@@ -17,8 +17,8 @@ KEEP_WEIGHTS_UP_TO = 2**20
 
 def keep_mask(shape, p: float, generator: Optional[torch.Generator] = None):
     """Dropout's keep-mask from 16-bit random integers (four per 64-bit draw), and the scale of what
-    is kept. torch's CPU dropout draws one float per element with ``bernoulli_`` (15-20 % of an XLM
-    training step on CPU); this draws a quarter as many random numbers. The probability is rounded
+    is kept. torch's CPU dropout draws one float per element with ``bernoulli_`` (a large share of an XLM
+    training step on CPU, bench/README.md); this draws a quarter as many random numbers. The probability is rounded
     to a multiple of 1/65536 (0.1 -> 0.1000061) and the scale is 1 / (1 - that), so every kept value
     keeps its expectation."""
     dropped = round(p * 65536)
@@ -47,11 +47,10 @@ class CPUAttentionWithDropout(torch.autograd.Function):
     backward pass, which rebuilds the B x H x qlen x klen weights (FlashAttention's recomputation).
 
     torch's CPU kernels drop attention weights in the unfused maths with ``bernoulli_`` masks and keep
-    the weights, their dropped copy and the mask for every layer: 1.5x slower than this forward and
-    backward (135 vs 92 ms for 16 x 4 x 256^2), and about 150 MB more peak memory for 4 layers of
-    16 x 256 tokens. Small weights (at most ``KEEP_WEIGHTS_UP_TO`` elements: the recipes' translation
-    batches) are kept instead, which saves the backward pass a second softmax and mask. ``q`` comes
-    scaled."""
+    the weights, their dropped copy and the mask for every layer: slower than this forward and backward,
+    and more peak memory (bench/README.md, "Attention recomputation"). Small weights (at most
+    ``KEEP_WEIGHTS_UP_TO`` elements: the recipes' translation batches) are kept instead, which saves the
+    backward pass a second softmax and mask. ``q`` comes scaled."""
 
     @staticmethod
     def _weights(q, k, allowed, p, seed):
@@ -104,13 +103,12 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
 class SummedCrossEntropy(torch.autograd.Function):
     """``F.cross_entropy(logits, target, ignore_index=pad, reduction="sum")`` whose backward pass turns the
     saved log-probabilities into the logits' gradient in place (softmax - one-hot). torch's version
-    allocates two more vocabulary-sized buffers there (the NLL's gradient and log-softmax's): at 1,200
-    target tokens x 4,000 words 16 MiB each, of a new size at every batch, which is what grew the CPU
-    heap of a translation run (glibc keeps the holes: peak RSS 1.15-1.20x fairseq's).
+    allocates two more vocabulary-sized buffers there (the NLL's gradient and log-softmax's), of a new
+    size at every batch, which is what grew the CPU heap of a translation run (glibc keeps the holes;
+    bench/README.md).
 
     Also returns how many non-pad targets score the row's maximum (the accuracy metric; a tie at the top
-    counts as correct): a row's ``amax`` costs a tenth of ``argmax`` on CPU (1,200 x 4,011 fp32: 0.36
-    against 3.2 ms, which was 5 % of a translation step)."""
+    counts as correct): a row's ``amax`` costs a fraction of ``argmax`` on CPU (bench/README.md)."""
 
     @staticmethod
     def forward(ctx, logits: Tensor, target: Tensor, pad: int):

@@ -24,8 +24,8 @@ from xlm_fairseq.modules.compiled import CompiledStack
 from xlm_fairseq.modules.kernels import dropout
 
 LAYER_NORM_EPS = 1e-12  # XLM's value; torch's default 1e-5 would change outputs of converted models
-# bf16 on CPU: oneDNN compiles a kernel for every new matrix shape (~2 ms each: 3,342 kernels, 7 of 28 s
-# in 300 TLM updates), so batches are padded to multiples of these (rows, length; output-layer rows)
+# bf16 on CPU: oneDNN compiles a kernel for every new matrix shape (a large share of a TLM run's time,
+# bench/README.md), so batches are padded to multiples of these (rows, length; output-layer rows)
 BF16_CPU_BUCKETS = (4, 16, 64)
 
 

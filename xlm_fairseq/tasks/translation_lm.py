@@ -271,7 +271,7 @@ class TranslationLMTask(BackTranslation, XLMTask):
                 (bsz,), self.lang2id[self.cfg.target_lang], dtype=torch.long, device=device
             )
         self.follow_idle_cores(models[0])
-        # decoding keeps no autograd bookkeeping at all (inference mode: 3-5 % of beam 5 at 128 x 3);
+        # decoding keeps no autograd bookkeeping at all (inference mode, bench/README.md);
         # callers get ordinary tensors back (fairseq-generate divides the scores in place)
         with torch.inference_mode():
             hypos = super().inference_step(generator, models, sample, prefix_tokens, constraints)
