@@ -145,13 +145,6 @@ def count_ids(path: str, dtype, n: int) -> np.ndarray:
     return counts
 
 
-def count_dataset_ids(prefix: str, n: int) -> np.ndarray:
-    """:func:`count_ids` of a binarised dataset ``prefix.{bin,idx}``, its id type read from the index."""
-    from fairseq.data.indexed_dataset import MMapIndexedDataset
-
-    return count_ids(prefix + ".bin", MMapIndexedDataset.Index(prefix + ".idx").dtype, n)
-
-
 SIZES_BLOCK = 1 << 20  # sentences a worker holds before writing their sizes out
 
 

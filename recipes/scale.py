@@ -96,7 +96,6 @@ PRETRAIN_RUNS = {  # name: (changes, budgets in minutes)
     "stream64_dropout0_mlm_only": (dict(stream=64, dropout=0.0, steps="en,de"), (15, 60)),
     # the same without language embeddings: must the LM then share its states across the languages?
     "mlm_only_no_lang_emb": (dict(stream=64, dropout=0.0, steps="en,de", lang_emb=False), (15, 60)),
-    "words_only": (dict(words_only=True), (15,)),  # --mlm-words-only: ours before XLM's mask_out (#24)
 }
 QUICK_PRETRAIN = dict(dim=32, layers=1, heads=2, ffn=64, vocab=800, stream=64, batch=512, warmup=10)
 
@@ -174,7 +173,7 @@ class Sweep(Driver):
         p, _ = self.pretrain_config(name)
         return [BIN / "fairseq-train", self.data_bin(p["vocab"]), "--task", "cross_lingual_lm",
                 "--langs", ",".join(LANGS), "--mlm-steps", p["steps"], "--tokens-per-sample", p["stream"],
-                *(["--mlm-words-only"] if p.get("words_only") else []), *model_args(p),
+                *model_args(p),
                 *train_args(save, p["lr"], p["warmup"], p["batch"], minutes_, max_update)]  # fmt: skip
 
     def calibrate(self, name, results) -> float:

@@ -103,38 +103,6 @@ CASES = {
         lambda c: ["train", c.data, *TRAIN_MT, "--bt-steps", "ro-en-ro", "--disable-validation", "--save-dir", c.save],
         "missing monolingual data {data}/train.ro.bin",
     ),
-    "--bt-vocab-min-share not a share": (
-        None,
-        lambda c: [
-            "train",
-            c.data,
-            *TRAIN_MT,
-            "--bt-steps",
-            "en-de-en",
-            "--bt-vocab-min-share",
-            "1.5",
-            "--disable-validation",
-            "--save-dir",
-            c.save,
-        ],  # fmt: skip
-        "--bt-vocab-min-share: 1.5 is not a share in [0, 1)",
-    ),
-    "--bt-vocab-min-share without text of the language written": (
-        lambda c: [(c.data / f"train.ro.{ext}").unlink() for ext in ("bin", "idx")],
-        lambda c: [
-            "train",
-            c.data,
-            *TRAIN_MT,
-            "--bt-steps",
-            "en-ro-en",
-            "--bt-vocab-min-share",
-            "0.05",
-            "--disable-validation",
-            "--save-dir",
-            c.save,
-        ],  # fmt: skip
-        "--bt-vocab-min-share: no train text of 'ro' ({data}/train.ro.bin) to tell its words by",
-    ),
     "--mt-steps without parallel data": (
         None,
         lambda c: ["train", c.data, *TRAIN_MT, "--mt-steps", "de-ro", "--disable-validation", "--save-dir", c.save],

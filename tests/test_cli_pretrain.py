@@ -14,7 +14,6 @@ def test_cross_lingual_lm_is_ours_in_the_cli():
         "--sample-alpha",
         "--lg-sampling-factor",
         "--mask-keep-rand",
-        "--mlm-words-only",
         "--pretrained-xlm-checkpoint",
     ):
         assert option in out, option

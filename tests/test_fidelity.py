@@ -9,7 +9,6 @@ import torch
 from conftest import PRETRAIN_ARGS, fairseq, json_logs, setup_task
 
 from xlm_fairseq.data import MaskedLMConfig, mask_tokens, stream_dataset
-from xlm_fairseq.data.masking import word_flags
 
 
 def _blocks(data_bin, dictionary, n_blocks=300, block=256):
@@ -53,51 +52,30 @@ def test_alpha_0_predicts_sentence_boundaries_like_words(data_bin, dictionary):
     assert abs(shown.eq(cfg.mask_idx).float().mean().item() - 0.8) < 0.05
 
 
-@pytest.mark.parametrize("alpha,words_only", [(0.5, False), (0.0, True), (0.5, True)])
-def test_special_symbols_are_not_predicted_at_alpha_or_words_only(data_bin, dictionary, alpha, words_only):
+@pytest.mark.parametrize("alpha", [0.5, 1.0])
+def test_special_symbols_are_not_predicted_at_alpha(data_bin, dictionary, alpha):
     """At --sample-alpha > 0 XLM's specials weigh 0 (count 0; fairseq's Dictionary counts its four
-    as 1, which under count^-alpha would make them the likeliest targets); --mlm-words-only never
-    predicts them at any alpha."""
+    as 1, which under count^-alpha would make them the likeliest targets)."""
     assert dictionary.count[dictionary.eos()] == 1 and dictionary.count[dictionary.pad()] == 1  # fairseq's own counts
     tokens = _blocks(data_bin, dictionary)
-    cfg = MaskedLMConfig.from_dictionary(
-        dictionary, dictionary.index("<special1>"), sample_alpha=alpha, words_only=words_only
-    )
+    cfg = MaskedLMConfig.from_dictionary(dictionary, dictionary.index("<special1>"), sample_alpha=alpha)
     _, pred_mask, targets = mask_tokens(tokens, cfg, torch.Generator().manual_seed(0))
     assert not torch.isin(targets, _specials(dictionary)).any(), "a special symbol was predicted"
     assert not pred_mask[:, 0].any()
-    words = int(cfg.is_word[tokens].sum())
-    expected = words if words_only and alpha == 0 else int(tokens.ne(dictionary.pad()).sum())
-    assert abs(len(targets) / expected - 0.15) < 0.01
+    assert abs(len(targets) / int(tokens.ne(dictionary.pad()).sum()) - 0.15) < 0.01
 
 
-@pytest.mark.parametrize("words_only", [False, True])
-def test_random_replacement_draws(data_bin, dictionary, words_only):
+def test_random_replacement_draws(data_bin, dictionary):
     """XLM draws the 10 % random replacements from the whole vocabulary (special symbols included);
-    never <pad> here, which this model hides from attention as padding where XLM attends to it.
-    --mlm-words-only draws real words only."""
+    never <pad> here, which this model hides from attention as padding where XLM attends to it."""
     tokens = _blocks(data_bin, dictionary, n_blocks=100)
-    cfg = MaskedLMConfig.from_dictionary(
-        dictionary, dictionary.index("<special1>"), mask_keep_rand=(0.0, 0.0, 1.0), words_only=words_only
-    )
+    cfg = MaskedLMConfig.from_dictionary(dictionary, dictionary.index("<special1>"), mask_keep_rand=(0.0, 0.0, 1.0))
     inputs, pred_mask, _ = mask_tokens(tokens, cfg, torch.Generator().manual_seed(0))
     drawn = inputs[pred_mask]
     assert len(drawn) > 3000
     assert not inputs.eq(dictionary.pad()).any()
-    flags = word_flags(dictionary)
-    if words_only:
-        assert flags[drawn].all(), [dictionary[i] for i in drawn[~flags[drawn]][:5]]
-        assert len(set(drawn.tolist())) > 0.5 * int(flags.sum()), "draws cover the vocabulary"
-    else:
-        assert torch.isin(drawn, _specials(dictionary)).any(), "special symbols are drawn too (XLM)"
-        assert len(set(drawn.tolist())) > 0.5 * len(dictionary)
-
-
-def test_words_only_is_an_option_of_the_task(data_bin):
-    for extra, words_only in (((), False), (("--mlm-words-only",), True)):
-        task, _ = setup_task(data_bin, "cross_lingual_lm", "--langs", "en,de,ro", "--mlm-steps", "en", *extra)
-        assert task.mask_cfg.words_only is words_only
-        assert bool(task.mask_cfg.predictable[task.dictionary.eos()]) is not words_only
+    assert torch.isin(drawn, _specials(dictionary)).any(), "special symbols are drawn too (XLM)"
+    assert len(set(drawn.tolist())) > 0.5 * len(dictionary)
 
 
 def test_evaluation_mask_is_xlms_evaluator(data_bin, dictionary):

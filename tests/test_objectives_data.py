@@ -9,7 +9,6 @@ import torch
 from xlm_fairseq.data import MaskedLMConfig, TLMPairDataset, mask_scores_from_counts, mask_tokens
 from xlm_fairseq.data.noise import word_blank, word_dropout, word_shuffle
 from xlm_fairseq.data.streams import LMObjectiveDataset
-from xlm_fairseq.data.translation import words_of_each_language
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.tasks.cross_lingual_lm import sampling_probs
 from xlm_fairseq.tasks.translation_lm import lambda_schedule
@@ -205,22 +204,6 @@ def test_word_dropout_and_blank_rates():
     assert abs(blanked / total - 0.1) < 0.01
     one = torch.LongTensor([42, EOS])
     assert word_dropout(one, EOS, 0.999, g).tolist() == [42, EOS], "a sentence never loses its last word"
-
-
-def test_words_of_each_language_close_a_words_rare_side():
-    """Shares are of frequencies, not counts: German's text is twice as long here, so its 10 of word 6
-    weigh as English's 5 (share 0.5 each). Word 4 is 2 % German (closed at 0.05, open at 0.01), word 5
-    appears in neither (open), EOS (in keep) stays open though only English has it."""
-    en = torch.LongTensor([4] * 99 + [6] * 5 + [EOS] * 6)
-    de = torch.LongTensor([4] * 4 + [6] * 10 + [7] * 206)
-    counts = {lang: np.bincount(t.numpy(), minlength=8) for lang, t in (("en", en), ("de", de))}
-    assert counts["en"].tolist() == [0, 0, 6, 0, 99, 0, 5, 0] and counts["de"][7] == 206
-    bias = words_of_each_language(counts, 0.05, keep=[EOS])
-    closed = {lang: torch.isinf(b).nonzero().flatten().tolist() for lang, b in bias.items()}
-    assert closed == {"en": [7], "de": [4]}
-    assert all(b.max() == 0 for b in bias.values())
-    assert torch.isinf(words_of_each_language(counts, 0.05, keep=[])["de"][EOS])  # </s> is English's alone
-    assert torch.isinf(words_of_each_language(counts, 0.01, keep=[EOS])["de"]).nonzero().flatten().tolist() == []
 
 
 def test_schedules_parse_and_interpolate():

@@ -49,7 +49,6 @@ def generate_greedy(
     eos: int,
     min_len: int = 0,
     shrink: Optional[bool] = None,
-    word_bias: Optional[Tensor] = None,
 ) -> Tuple[Tensor, Tensor]:
     """Greedy translation by ``decoder`` (a decoder stack) of the encoder output ``src_enc``.
 
@@ -59,8 +58,7 @@ def generate_greedy(
     limit of ``max_len``. Keys/values live in one :class:`KVCache` sized for ``max_len`` steps. On CPU
     finished sentences leave the batch; on an accelerator the batch keeps its shape and is asked
     whether all have finished every ``GREEDY_SYNC_EVERY`` steps only, so that steps do not wait for
-    the device (``shrink`` chooses otherwise). ``word_bias`` (one score per word, added to the output
-    layer's bias) closes the words where it is -inf. Returns (B x (max_len + 1) tokens: each sentence's
+    the device (``shrink`` chooses otherwise). Returns (B x (max_len + 1) tokens: each sentence's
     words, ``</s>``, then ``<pad>``; B lengths, ``</s>`` included)."""
     pad = decoder.pad_index
     bs = src_enc.size(0)
@@ -73,8 +71,6 @@ def generate_greedy(
     cache = KVCache(capacity=max_len)
     word = torch.full((bs, 1), eos, dtype=torch.long, device=device)
     output_weight, output_bias = padded_output_layer(decoder)
-    if word_bias is not None:
-        output_bias = output_bias + F.pad(word_bias.to(output_bias), (0, output_bias.numel() - word_bias.numel()))
     for step in range(max_len + 1):
         if step == max_len:
             if shrink:

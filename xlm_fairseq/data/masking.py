@@ -10,9 +10,6 @@ probabilities ``mask_keep_rand`` (0.8, 0.1, 0.1); the random token is any vocabu
 ``<pad>`` (XLM draws ``<pad>`` too and attends to it; here ``<pad>`` is padding, hidden from
 attention). The first position of a block is never predicted (XLM's ``pred_mask[0] = 0``).
 
-``words_only`` (``--mlm-words-only``) is the alternative: only real words are predicted or drawn
-as random replacements, so special symbols are never targets and ``</s>`` is always visible.
-
 Evaluation (XLM's ``Evaluator.mask_out``, its ``valid_{lang}_mlm_ppl``): ``eval_pred_mask``.
 """
 
@@ -35,20 +32,14 @@ class MaskedLMConfig:
     mask_prob: float = 0.15
     mask_keep_rand: Tuple[float, float, float] = (0.8, 0.1, 0.1)
     mask_scores: Optional[Tensor] = None  # count^-alpha per vocabulary id (0 for non-words); None: uniform
-    words_only: bool = False  # predict and draw real words only (default: XLM, every non-pad id)
 
     def __post_init__(self):
-        if self.words_only:
-            self.predictable = self.is_word
-        else:
-            self.predictable = torch.ones_like(self.is_word)
-            self.predictable[self.pad_idx] = False
+        self.predictable = torch.ones_like(self.is_word)  # XLM: every id but padding
+        self.predictable[self.pad_idx] = False
         self.replacement_ids = self.predictable.nonzero().flatten()
 
     @classmethod
-    def from_dictionary(
-        cls, dictionary, mask_idx, mask_prob=0.15, mask_keep_rand=(0.8, 0.1, 0.1), sample_alpha=0.0, words_only=False
-    ):
+    def from_dictionary(cls, dictionary, mask_idx, mask_prob=0.15, mask_keep_rand=(0.8, 0.1, 0.1), sample_alpha=0.0):
         is_word = word_flags(dictionary)
         return cls(
             mask_idx=mask_idx,
@@ -57,7 +48,6 @@ class MaskedLMConfig:
             mask_prob=mask_prob,
             mask_keep_rand=tuple(mask_keep_rand),
             mask_scores=mask_scores_from_counts(dictionary.count, is_word, sample_alpha),
-            words_only=words_only,
         )
 
 

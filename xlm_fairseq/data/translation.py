@@ -2,10 +2,8 @@
 to translate cut to the model's positions."""
 
 import logging
-import math
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional
 
-import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset, LanguagePairDataset
 
@@ -70,24 +68,6 @@ def add_langs(batch, src_lang_id, tgt_lang_id):
     batch["net_input"]["src_langs"] = torch.full((bsz,), src_lang_id, dtype=torch.long, device=device)
     batch["net_input"]["tgt_langs"] = torch.full((bsz,), tgt_lang_id, dtype=torch.long, device=device)
     return batch
-
-
-def words_of_each_language(
-    counts: Dict[int, np.ndarray], min_share: float, keep: Sequence[int]
-) -> Dict[int, torch.Tensor]:
-    """Per language (id -> word counts of its text), an additive output bias: 0 for the words it may be
-    written with, -inf for those whose share of it is under ``min_share``. A word's share of a language is
-    its frequency there (its count over the text's length) over the sum of its frequencies in every
-    language counted. Words no text holds, and ``keep`` (``</s>``, ``<unk>``), stay open."""
-    freqs = {lang: c / max(int(c.sum()), 1) for lang, c in counts.items()}
-    total = sum(freqs.values())
-    seen = total > 0
-    biases = {}
-    for lang, freq in freqs.items():
-        closed = seen & (freq < min_share * np.where(seen, total, 1.0))
-        closed[list(keep)] = False
-        biases[lang] = torch.from_numpy(np.where(closed, -math.inf, 0.0).astype(np.float32))
-    return biases
 
 
 def cut_to_positions(sources: List[torch.Tensor], limit: Optional[int]) -> List[torch.Tensor]:

@@ -49,13 +49,6 @@ class CrossLingualLMConfig(XLMTaskConfig):
     sample_alpha: float = field(
         default=0.0, metadata={"help": "predict tokens with weight count^-alpha (XLM --sample_alpha); 0 = uniform"}
     )
-    mlm_words_only: bool = field(
-        default=False,
-        metadata={
-            "help": "predict real words only, and draw random replacements from words only: </s>, <unk> and the "
-            "special symbols are never targets (default: XLM, which at --sample-alpha 0 predicts any non-pad token)"
-        },
-    )
     init_embeddings: str = field(
         default="",
         metadata={
@@ -138,7 +131,7 @@ class XLMCrossLingualLMTask(XLMTask):
         if self._mask_cfg is None:  # the dictionary may come with a checkpoint, after __init__
             cfg = self.cfg
             self._mask_cfg = MaskedLMConfig.from_dictionary(
-                self.dictionary, self.mask_idx, cfg.mask_prob, self._keep_rand, cfg.sample_alpha, cfg.mlm_words_only
+                self.dictionary, self.mask_idx, cfg.mask_prob, self._keep_rand, cfg.sample_alpha
             )
         return self._mask_cfg
 

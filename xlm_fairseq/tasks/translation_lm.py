@@ -23,7 +23,7 @@ import logging
 from argparse import Namespace
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 import torch
 from fairseq import metrics
@@ -62,15 +62,6 @@ class TranslationLMConfig(XLMTaskConfig):
         metadata={"help": "back-translation length limit int(a * L + b), L and the limit counting both </s> (XLM's)"},
     )
     bt_max_len_b: int = field(default=5, metadata={"help": "back-translation length limit: see --bt-max-len-a"})
-    bt_vocab_min_share: float = field(
-        default=0.0,
-        metadata={
-            "help": "back-translation writes a language only with the words of which it holds at least this "
-            "share (the word's frequency in its train text over the sum of its frequencies in every language's): "
-            "0.05 keeps the source language's words out of the generated side, which a joint vocabulary otherwise "
-            "fills with copies; 0: every word, as XLM"
-        },
-    )
     valid_lang_pairs: str = field(
         default="",
         metadata={"help": "directions validated (loss and BLEU) on valid parallel data; default: all trained ones"},
@@ -103,9 +94,6 @@ class TranslationLMTask(BackTranslation, XLMTask):
             "mt": lambda_schedule(cfg.lambda_mt, "lambda-mt"),
         }
         self._valid_generator = None
-        self.bt_word_bias: Dict[int, torch.Tensor] = {}  # --bt-vocab-min-share: target language id -> bias
-        if not 0 <= cfg.bt_vocab_min_share < 1:
-            raise XLMUserError(f"--bt-vocab-min-share: {cfg.bt_vocab_min_share} is not a share in [0, 1)")
         if self.langs:
             self._check_steps()
 
@@ -204,8 +192,6 @@ class TranslationLMTask(BackTranslation, XLMTask):
                 datasets[Objective("mt", (a, b)).key] = self.direction_dataset(split, a, b, epoch)
             if not datasets:
                 raise XLMUserError("nothing to train: give --ae-steps, --bt-steps and/or --mt-steps")
-            if self.cfg.bt_vocab_min_share > 0 and self.bt_steps:
-                self._bt_words(split, epoch)
         else:
             missing = {}
             for a, b in self.valid_directions:
