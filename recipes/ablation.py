@@ -42,7 +42,6 @@ from recipes.lib.driver import Driver, add_shared_data_option, check_shared_data
 from recipes.lib.experiments import (
     BIN,
     Measure,
-    checkpoint_updates,
     copy_bleu,
     model_args,
     parse_budget,
@@ -50,6 +49,7 @@ from recipes.lib.experiments import (
     train_args,
 )
 from recipes.lib.stages import copy_file, write_json
+from recipes.lib.trained import checkpoint_updates
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGS = ("de", "en")

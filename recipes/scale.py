@@ -48,7 +48,6 @@ from recipes.lib.experiments import (
     BIN,
     CALIBRATION_SECONDS,
     Measure,
-    checkpoint_updates,
     copy_bleu,
     measure_speed,
     minutes_list,
@@ -56,6 +55,7 @@ from recipes.lib.experiments import (
     train_args,
 )
 from recipes.lib.stages import copy_file, write_json
+from recipes.lib.trained import checkpoint_updates
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGS = ("de", "en")

@@ -42,9 +42,10 @@ from pathlib import Path
 from preprocess.errors import ArgumentParser
 from recipes.lib import experiments, figures, xcls_baselines, xcls_corpus, xcls_report, xcls_self_training
 from recipes.lib.driver import Driver
-from recipes.lib.experiments import CALIBRATION_SECONDS, Measure, checkpoint_updates, measure_speed
+from recipes.lib.experiments import CALIBRATION_SECONDS, Measure, measure_speed
 from recipes.lib.optim import optim_flags
 from recipes.lib.stages import copy_file, write_json, write_text
+from recipes.lib.trained import checkpoint_updates
 from recipes.lib.xcls_report import FINETUNE_LANG
 from recipes.lib.xcls_scoring import ClassifierScoring
 

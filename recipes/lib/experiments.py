@@ -50,14 +50,6 @@ def train_args(save, lr, warmup, max_tokens, minutes, max_update=100000000, step
             "--max-tokens", max_tokens, "--log-file", Path(save) / "train.log"]  # fmt: skip
 
 
-def checkpoint_updates(checkpoint) -> int:
-    """The updates a fairseq checkpoint was saved at (exact, and right for a budget's kept copy when
-    the run's log has gone on since)."""
-    from xlm_fairseq.assets import read_checkpoint
-
-    return int(read_checkpoint(str(checkpoint))["optimizer_history"][-1]["num_updates"])
-
-
 def measure_speed(driver: Driver, cmd: list, save: Path, interval: int) -> float:
     """Updates per second of a fairseq-train command run alone (``cmd`` bounds its own time and logs
     JSON to SAVE/train.log): the median over log windows of ``interval`` updates, the first left

@@ -1,4 +1,5 @@
-"""Which objectives a translation_lm run actually trained, read from its fairseq log.
+"""Which objectives a translation_lm run actually trained, read from its fairseq log, and the updates
+a checkpoint holds.
 
     python -m recipes.lib.trained LOG      # one line: "trained: ...; never trained: ... (weight 0 ...)"
     python -m recipes.lib.trained LOG --scored CHECKPOINT   # and a line on the checkpoint a recipe scores
@@ -51,10 +52,17 @@ def summary(log_text: str) -> str:
     return line
 
 
+def checkpoint_updates(checkpoint) -> int:
+    """The updates a fairseq checkpoint was saved at (exact, and right for a budget's kept copy when
+    the run's log has gone on since)."""
+    from xlm_fairseq.assets import read_checkpoint
+
+    return int(read_checkpoint(str(checkpoint))["optimizer_history"][-1]["num_updates"])
+
+
 def scored(checkpoint: Path, last_update: int) -> str:
     """Which update a checkpoint holds and the validation figure it was kept for (fairseq stores the
     value of --best-checkpoint-metric at its save as ``val_loss``)."""
-    from recipes.lib.experiments import checkpoint_updates
     from xlm_fairseq.assets import read_checkpoint
 
     state = read_checkpoint(str(checkpoint))
