@@ -305,6 +305,26 @@ def test_a_cycled_objective_draws_new_noise_each_round(data_bin):
     assert torch.equal(again, zipped.item("ae_ro", 0)["source"]), "draws are reproducible"
 
 
+def test_a_cycled_lm_objective_draws_new_masks_each_round(data_bin):
+    """Likewise MLM: the same block in its second round gets new masked positions."""
+    args = ("--langs", "en,de,ro", "--mlm-steps", "en,ro", "--tokens-per-sample", "32")
+    task, _ = setup_task(data_bin, "cross_lingual_lm", *args)
+    task.load_dataset("train")
+    zipped = task.dataset("train")
+    zipped.ordered_indices()
+    n = len(zipped._ordered_indices["mlm_ro"])
+    collate = zipped.datasets["mlm_ro"].collater
+    differ = 0
+    for position in range(20):
+        items = [zipped.item("mlm_ro", position + r * n) for r in (0, 1)]
+        assert torch.equal(items[0]["tokens"], items[1]["tokens"])  # the same block ...
+        masks = [collate([item])["net_input"]["pred_mask"] for item in items]
+        differ += not torch.equal(*masks)  # ... masked afresh
+    assert differ >= 18, differ
+    again = collate([zipped.item("mlm_ro", 0)])["net_input"]["pred_mask"]
+    assert torch.equal(again, collate([zipped.item("mlm_ro", 0)])["net_input"]["pred_mask"]), "draws are reproducible"
+
+
 def epoch_batches(task, max_tokens, split="train"):
     """The collated batches of one epoch of ``split``, through fairseq's own iterator."""
     task.load_dataset(split)

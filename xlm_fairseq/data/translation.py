@@ -22,7 +22,7 @@ class NoisyDataset(BaseWrapperDataset):
         self.eos, self.blank = eos, blank
         self.shuffle, self.dropout, self.blank_prob = shuffle, dropout, blank_prob
         self.seed, self.epoch = seed, 1
-        self.round = 0  # set by ObjectiveZipDataset before each item
+        self.round = 0  # how often the zip has come round its items (ObjectiveZipDataset's drawing)
 
     def set_epoch(self, epoch):
         self.epoch = epoch

@@ -187,7 +187,8 @@ class XLMCrossLingualLMTask(XLMTask):
         if not datasets:
             raise XLMUserError(f"no {split} data for any objective in {self.cfg.data}")
         self.check_validation(split, list(datasets), missing)
-        self.datasets[split] = ObjectiveZipDataset(datasets)
+        # each objective's LMObjectiveDataset draws its masks
+        self.datasets[split] = ObjectiveZipDataset(datasets, drawing={key: [ds] for key, ds in datasets.items()})
 
     def validation_metrics(self, validated):
         """Also each masked objective's full-mask figures, and XLM's mean ``mlm_fullmask_ppl`` when every

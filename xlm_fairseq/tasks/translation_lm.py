@@ -133,18 +133,15 @@ class TranslationLMTask(BackTranslation, XLMTask):
             raise XLMUserError(f"missing monolingual data {self._path(split, lang, epoch)}.bin")
         return ds
 
-    def _pair(self, src, tgt, src_ds, tgt_ds, src_id=None, tgt_id=None, noisy=False):
+    def _noisy(self, ds) -> NoisyDataset:
+        """``ds`` with XLM's denoising noise: its draws depend on the zip's round (``drawing``)."""
+        cfg = self.cfg
+        return NoisyDataset(
+            ds, self.dictionary.eos(), self.mask_idx, cfg.word_shuffle, cfg.word_dropout, cfg.word_blank, cfg.seed
+        )
+
+    def _pair(self, src, tgt, src_ds, tgt_ds, src_id=None, tgt_id=None):
         eos = self.dictionary.eos()
-        if noisy:
-            src_ds = NoisyDataset(
-                src_ds,
-                eos,
-                self.mask_idx,
-                self.cfg.word_shuffle,
-                self.cfg.word_dropout,
-                self.cfg.word_blank,
-                self.cfg.seed,
-            )
         src_ds = PrependTokenDataset(src_ds, eos)  # XLM's encoder input: </s> w1 .. wn </s>
         pair = LanguagePairDataset(
             src_ds,
@@ -180,11 +177,13 @@ class TranslationLMTask(BackTranslation, XLMTask):
         if self.cfg.source_lang and self.cfg.target_lang:
             self.datasets[split] = self.direction_dataset(split, self.cfg.source_lang, self.cfg.target_lang)
             return
-        datasets = OrderedDict()
+        datasets, drawing = OrderedDict(), {}
         if split == "train":
             for lang in OrderedDict.fromkeys(step[0] for step in self.ae_steps):
                 mono = self._mono(split, lang, epoch)
-                datasets[Objective("ae", (lang,)).key] = self._pair(lang, lang, mono, mono, noisy=True)
+                key = Objective("ae", (lang,)).key
+                noisy = drawing[key] = self._noisy(mono)
+                datasets[key] = self._pair(lang, lang, noisy, mono)
             for a, b, c in self.bt_steps:
                 mono = self._mono(split, a, epoch)  # generation batch: a -> b; the training batch is built later
                 datasets[Objective("bt", (a, b, a)).key] = self._pair(a, a, mono, mono, tgt_id=self.lang2id[b])
@@ -217,7 +216,9 @@ class TranslationLMTask(BackTranslation, XLMTask):
         if split == "train":  # XLM --max_len, per side; sizes count the </s> (and the source's leading </s>)
             n = self.cfg.max_sentence_len
             max_sizes = {key: (n + 2, n + 1) for key in datasets}
-        self.datasets[split] = ObjectiveZipDataset(datasets, max_sizes=max_sizes)
+        self.datasets[split] = ObjectiveZipDataset(
+            datasets, max_sizes=max_sizes, drawing={key: [ds] for key, ds in drawing.items()}
+        )
 
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         if not (self.cfg.source_lang and self.cfg.target_lang):
