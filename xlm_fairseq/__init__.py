@@ -8,7 +8,7 @@ the text pipeline as ``--tokenizer xlm`` / ``--bpe xlm``, and Hugging Face ids a
 ``XLMModel.from_pretrained``; it installs the patches of ``xlm_fairseq.patches`` (fairseq offers no
 hook for them; each module says why).
 
-Where things live: ``modules/`` layers, ``models/`` wiring, ``generation.py`` greedy decoding,
+Where things live: ``modules/`` layers, ``models/`` wiring, ``generation.py`` greedy and beam decoding,
 ``data/`` datasets, ``objectives.py`` the objectives and their schedule, ``tasks/``, ``criterions/``,
 ``optim/`` optimizers, ``assets.py`` a model's dictionary, languages and text pipeline, ``checkpoints.py``
 reading checkpoints, ``hardware.py`` what the CPU multiplies fast, ``inference/`` hubs and export,
