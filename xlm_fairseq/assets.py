@@ -15,7 +15,6 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import torch
 from fairseq.data import Dictionary
 
-from preprocess.langs import parse_langs
 from preprocess.layout import DICT_FILE, MODEL_FILE
 from preprocess.pipeline import PipelineSettings, TextPipeline, load_pipeline, read_settings, restore_subword_model
 from xlm_fairseq import checkpoints
@@ -100,9 +99,7 @@ class PretrainedCheckpoint:
 
     @property
     def langs(self) -> List[str]:
-        if self.task_state.get("langs"):  # a classifier's, resolved when it was trained
-            return list(self.task_state["langs"])
-        return parse_langs(self.task_cfg.get("langs", ""), f"{self.path}: its --langs")
+        return checkpoints.carried_langs(self.task_state, self.task_cfg, self.path)
 
     def dictionary(self) -> Tuple[Optional[Dictionary], Optional[str]]:
         return self.assets.dictionary()

@@ -11,10 +11,12 @@ import argparse
 import collections
 import pickle
 import typing
+from typing import List, Mapping, Optional
 
 import numpy as np
 import torch
 
+from preprocess.langs import parse_langs
 from xlm_fairseq.errors import XLMUserError
 
 
@@ -94,3 +96,14 @@ def load(path, map_location="cpu"):
         if error is None:
             raise
         raise error from None
+
+
+def carried_langs(task_state: Optional[Mapping], config=None, name: str = "the checkpoint") -> List[str]:
+    """A model's language list (language ids are positions in it), read in one order by every reader:
+    what its checkpoint's ``task_state`` carries, else the ``langs`` of ``config`` (the checkpoint's task
+    config, a dict, or a model config object: what checkpoints written before ``task_state`` carried
+    the list hold); [] when neither names one."""
+    if task_state and task_state.get("langs"):
+        return list(task_state["langs"])
+    value = config.get("langs") if isinstance(config, Mapping) else getattr(config, "langs", None)
+    return parse_langs(str(value or ""), f"{name}: its --langs")

@@ -4,9 +4,9 @@
 
 import os
 
-from preprocess.langs import parse_langs
 from preprocess.layout import FAIRSEQ_SYMBOLS
 from preprocess.subwords import parse_bpe_codes
+from xlm_fairseq import checkpoints
 from xlm_fairseq.assets import ModelAssets
 from xlm_fairseq.convert.lm import LM
 from xlm_fairseq.data.dictionary import data_shards
@@ -38,7 +38,7 @@ def read_ours(src: str, ckpt: dict) -> LM:
         raise XLMUserError(f"{src}: {emb.shape[0]} embedding rows but dict.txt gives {len(dictionary)} entries")
     if list(dictionary.symbols[:4]) != list(FAIRSEQ_SYMBOLS):
         raise XLMUserError(f"{src}: dictionary starts {dictionary.symbols[:4]}, expected {list(FAIRSEQ_SYMBOLS)}")
-    langs = parse_langs(str(task_cfg.get("langs") or ""), f"{src}: the checkpoint's --langs")
+    langs = checkpoints.carried_langs(ckpt.get("task_state"), task_cfg, src)
     lang_emb = state.get(LM_PREFIX + "lang_embeddings.weight")
     if lang_emb is not None and lang_emb.shape[0] != max(len(langs), 1):
         raise XLMUserError(f"{src}: {lang_emb.shape[0]} language embeddings for langs {langs}")

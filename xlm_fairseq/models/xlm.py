@@ -8,7 +8,7 @@ kind name one architecture. Layers are in ``modules/``, fairseq's interfaces in 
 
 from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
 
-from preprocess.langs import parse_langs
+from xlm_fairseq.checkpoints import carried_langs
 from xlm_fairseq.errors import NOT_A_TRANSLATION_MODEL, XLMUserError
 from xlm_fairseq.models.base import DECODER_PREFIX, LM_PREFIX, XLMModelBase  # noqa: F401  (prefixes: the converters')
 from xlm_fairseq.models.classifier import XLMClassificationModel
@@ -38,7 +38,7 @@ class XLMModel(XLMModelBase, FairseqEncoderDecoderModel):
         # a loaded checkpoint's languages: what its task carries (fairseq loads task_state before
         # building), or in checkpoints made before that, its model options
         loaded = getattr(getattr(task, "state", None), "state_dict", None) or {}
-        carried = loaded.get("langs") or parse_langs(str(getattr(cfg, "langs", "") or ""), "")
+        carried = carried_langs(loaded, cfg)
         if not task.langs and carried:  # task set up without --langs (fairseq-generate, -interactive)
             task.set_langs(",".join(carried))
         if carried and list(task.langs) != list(carried):
