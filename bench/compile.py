@@ -37,9 +37,16 @@ def mlm_step(size: Size, device: str, precision: str, mode: str, steps: int, war
 
     torch.manual_seed(0)
     model = XLMTransformer(
-        n_words=size.vocab, pad_index=1, n_langs=2, dim=size.dim, n_layers=size.layers, n_heads=size.heads,
-        ffn_dim=size.ffn, dropout=size.lm_dropout, attention_dropout=size.lm_dropout,
-    ).to(device)  # fmt: skip
+        n_words=size.vocab,
+        pad_index=1,
+        n_langs=2,
+        dim=size.dim,
+        n_layers=size.layers,
+        n_heads=size.heads,
+        ffn_dim=size.ffn,
+        dropout=size.lm_dropout,
+        attention_dropout=size.lm_dropout,
+    ).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     bs, slen = size.blocks, size.block
     n_pred = int(0.15 * bs * slen)
@@ -119,10 +126,17 @@ def main(argv=None):
     torch.backends.cuda.matmul.allow_tf32 = True  # as the plugin sets it under fairseq's commands
 
     started = time.time()
-    result = {"device": args.device, "precision": args.precision, "steps": steps, "sizes": {},
-              "versions": versions(args.device)}  # fmt: skip
-    rows = ["| size | mode | tokens/s | vs eager | training FLOP/s | first steps (s) | graphs | breaks |",
-            "|---|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    result = {
+        "device": args.device,
+        "precision": args.precision,
+        "steps": steps,
+        "sizes": {},
+        "versions": versions(args.device),
+    }
+    rows = [
+        "| size | mode | tokens/s | vs eager | training FLOP/s | first steps (s) | graphs | breaks |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for name in sizes:
         size = COMPILE_SIZES[name]
         runs = {m: [] for m in modes}
@@ -139,9 +153,11 @@ def main(argv=None):
         for mode, f in figures.items():
             f["ratio_to_eager"] = f["tokens_per_s"] / eager
             f["tflops"] = mlm_flops_per_token(size) * f["tokens_per_s"] / 1e12
-            rows.append(f"| {name} ({size.dim}x{size.layers}) | {mode} | {f['tokens_per_s']:,.0f} | "
-                        f"{f['ratio_to_eager']:.2f} | {f['tflops']:.2f} T | {f['first_steps_s']:.1f} | "
-                        f"{f['unique_graphs']} | {f['graph_breaks']} |")  # fmt: skip
+            rows.append(
+                f"| {name} ({size.dim}x{size.layers}) | {mode} | {f['tokens_per_s']:,.0f} | "
+                f"{f['ratio_to_eager']:.2f} | {f['tflops']:.2f} T | {f['first_steps_s']:.1f} | "
+                f"{f['unique_graphs']} | {f['graph_breaks']} |"
+            )
         result["sizes"][name] = {"dims": dataclasses.asdict(size), "figures": figures, "runs": runs}
     finish(out, result, started, {"compile": "\n".join(rows)})
 

@@ -131,9 +131,23 @@ flush(batch)
 
 
 def run_ours(corpus, vocab: Path, dest: Path, workers: int, log: Path):
-    cmd = [sys.executable, "-m", "preprocess.prepare", dest, "--langs", ",".join(LANGS), "--workers", workers,
-           "--spm-model", vocab / "spm.model", "--dict", vocab / "dict.txt", "--force", "--quiet",
-           *[a for lang in LANGS for a in ("--mono", f"train:{lang}={corpus[lang]}")]]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "preprocess.prepare",
+        dest,
+        "--langs",
+        ",".join(LANGS),
+        "--workers",
+        workers,
+        "--spm-model",
+        vocab / "spm.model",
+        "--dict",
+        vocab / "dict.txt",
+        "--force",
+        "--quiet",
+        *[a for lang in LANGS for a in ("--mono", f"train:{lang}={corpus[lang]}")],
+    ]
     return measured(cmd, log)
 
 
@@ -146,19 +160,34 @@ def run_peer(corpus, vocab: Path, dest: Path, workers: int, log: Path):
     for lang in LANGS:
         tok, pieces = dest / f"tok.{lang}", dest / f"pieces.{lang}"
         stages = [
-            ([bin_dir / "sacremoses", "-q", "-l", lang, "-j", workers, "normalize", "-p", "-c", "tokenize"],
-             corpus[lang], tok),
+            (
+                [bin_dir / "sacremoses", "-q", "-l", lang, "-j", workers, "normalize", "-p", "-c", "tokenize"],
+                corpus[lang],
+                tok,
+            ),
             ([sys.executable, "-c", SPM_ENCODE, vocab / "spm.model", workers], tok, pieces),
-        ]  # fmt: skip
+        ]
         for cmd, src, out in stages:
             with open(src, "rb") as fin, open(out, "wb") as fout:
                 s, p = measured(cmd, log, stdin=fin, stdout=fout)
             seconds, peak = seconds + s, max(peak, p)
         s, p = measured(
-            [bin_dir / "fairseq-preprocess", "--only-source", "--srcdict", vocab / "dict.txt", "--trainpref", pieces,
-             "--destdir", dest / f"bin.{lang}", "--workers", workers, "--dataset-impl", "mmap"],
+            [
+                bin_dir / "fairseq-preprocess",
+                "--only-source",
+                "--srcdict",
+                vocab / "dict.txt",
+                "--trainpref",
+                pieces,
+                "--destdir",
+                dest / f"bin.{lang}",
+                "--workers",
+                workers,
+                "--dataset-impl",
+                "mmap",
+            ],
             log,
-        )  # fmt: skip
+        )
         seconds, peak = seconds + s, max(peak, p)
         tok.unlink()
         pieces.unlink()
@@ -188,9 +217,21 @@ def main(argv=None):
     if not (vocab / "dict.txt").exists():  # the shared vocabulary, learnt from the unrepeated text
         for lang in LANGS:
             (work / f"shipped.{lang}").write_text("\n".join(shipped_lines(lang)) + "\n", encoding="utf-8")
-        measured([sys.executable, "-m", "preprocess.prepare", vocab, "--langs", ",".join(LANGS), "--vocab-size", "8000",
-                  "--quiet", *[a for lang in LANGS for a in ("--mono", f"train:{lang}={work / f'shipped.{lang}'}")]],
-                 work / "logs" / "vocab.log")  # fmt: skip
+        measured(
+            [
+                sys.executable,
+                "-m",
+                "preprocess.prepare",
+                vocab,
+                "--langs",
+                ",".join(LANGS),
+                "--vocab-size",
+                "8000",
+                "--quiet",
+                *[a for lang in LANGS for a in ("--mono", f"train:{lang}={work / f'shipped.{lang}'}")],
+            ],
+            work / "logs" / "vocab.log",
+        )
     print(f"building the corpus: {args.lines:,} lines", flush=True)
     corpus = build_corpus(work, args.lines)
     runs = {}
@@ -199,25 +240,37 @@ def main(argv=None):
             dest = work / f"{system}.{w}"
             log = work / "logs" / f"{system}.{args.lines}.{w}.log"
             seconds, peak = (run_ours if system == "ours" else run_peer)(corpus, vocab, dest, w, log)
-            runs[f"{system}_{w}"] = {"system": system, "workers": w, "seconds": round(seconds, 1),
-                                     "lines_per_s": args.lines / seconds, "peak_pss_mib": round(peak),
-                                     "commit": facts["commit"], "date": time.strftime("%Y-%m-%dT%H:%M:%S")}  # fmt: skip
-            print(f"  {system:<5} {w} workers: {args.lines / seconds:9.0f} lines/s  {peak:7.0f} MiB  ({seconds:.0f} s)",
-                  flush=True)  # fmt: skip
+            runs[f"{system}_{w}"] = {
+                "system": system,
+                "workers": w,
+                "seconds": round(seconds, 1),
+                "lines_per_s": args.lines / seconds,
+                "peak_pss_mib": round(peak),
+                "commit": facts["commit"],
+                "date": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            }
+            print(
+                f"  {system:<5} {w} workers: {args.lines / seconds:9.0f} lines/s  {peak:7.0f} MiB  ({seconds:.0f} s)",
+                flush=True,
+            )
             subprocess.run(["rm", "-rf", str(dest)])
     # one file for every corpus size; a run replaces the earlier run of its system and worker count
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
     by_lines = previous.get("by_lines", {})
     runs = {**by_lines.get(str(args.lines), {}).get("runs", {}), **runs}
     by_lines[str(args.lines)] = {"lines": args.lines, "runs": runs}
-    rows = ["| workers | ours lines/s | peer lines/s | ours/peer | ours peak memory (PSS) | peer peak memory (PSS) |",
-            "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    rows = [
+        "| workers | ours lines/s | peer lines/s | ours/peer | ours peak memory (PSS) | peer peak memory (PSS) |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
     for w in sorted({r["workers"] for r in runs.values()}):
         a, b = runs.get(f"ours_{w}"), runs.get(f"peer_{w}")
         if a and b:
             ratio = a["lines_per_s"] / b["lines_per_s"]
-            rows.append(f"| {w} | {a['lines_per_s']:,.0f} | {b['lines_per_s']:,.0f} | {ratio:.2f} | "
-                        f"{a['peak_pss_mib']} MiB | {b['peak_pss_mib']} MiB |")  # fmt: skip
+            rows.append(
+                f"| {w} | {a['lines_per_s']:,.0f} | {b['lines_per_s']:,.0f} | {ratio:.2f} | "
+                f"{a['peak_pss_mib']} MiB | {b['peak_pss_mib']} MiB |"
+            )
     finish(args.out, {"by_lines": by_lines, "versions": facts}, started, {f"{args.lines:,} lines": "\n".join(rows)})
 
 

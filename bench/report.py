@@ -59,15 +59,30 @@ def table(r, matmul_gflops):
     rows = [
         ("pretraining MLM, tokens/s", "ours_mlm", "peer_masked_lm", "tokens_per_s", "masked_lm (roberta)"),
         ("pretraining MLM+TLM, tokens/s", "ours_mlm_tlm", "peer_masked_lm", "tokens_per_s", "masked_lm (roberta)"),
-        ("UNMT AE+BT, sentences/s", "ours_unmt", "peer_online_backtranslation", "sentences_per_s",
-         "online_backtranslation"),
-        ("generate beam 5, sentences/s", "ours_generate_beam5", "peer_generate_beam5", "sentences_per_s",
-         "transformer"),
-        ("generate beam 1, sentences/s", "ours_generate_beam1", "peer_generate_beam1", "sentences_per_s",
-         "transformer"),
+        (
+            "UNMT AE+BT, sentences/s",
+            "ours_unmt",
+            "peer_online_backtranslation",
+            "sentences_per_s",
+            "online_backtranslation",
+        ),
+        (
+            "generate beam 5, sentences/s",
+            "ours_generate_beam5",
+            "peer_generate_beam5",
+            "sentences_per_s",
+            "transformer",
+        ),
+        (
+            "generate beam 1, sentences/s",
+            "ours_generate_beam1",
+            "peer_generate_beam1",
+            "sentences_per_s",
+            "transformer",
+        ),
         ("peak RSS pretraining MLM, MiB", "ours_mlm", "peer_masked_lm", "peak_rss_mib", "masked_lm (roberta)"),
         ("peak RSS UNMT, MiB", "ours_unmt", "peer_online_backtranslation", "peak_rss_mib", "online_backtranslation"),
-    ]  # fmt: skip
+    ]
     out = ["| measure | ours | peer | ours/peer | peer system |", "|---|---:|---:|---:|---|"]
     for label, ours, peer, key, who in rows:
         a, b = f[ours][key], f[peer][key]
@@ -75,9 +90,11 @@ def table(r, matmul_gflops):
         compiled = f.get(f"{ours}_compiled")  # bench/run.py --compile: the same run with --compile, under it
         if compiled is not None and key != "peak_rss_mib":
             what, unit = label.rsplit(", ", 1)
-            out.append(f"| {what}, --compile, {unit} | {compiled[key]:.1f} | {b:.1f} | {compiled[key] / b:.2f} | "
-                       f"{who}; {compiled.get('compiled_graphs', 0):.0f} graphs, {compiled.get('compile_s', 0):.1f} "
-                       "s compiling |")  # fmt: skip
+            out.append(
+                f"| {what}, --compile, {unit} | {compiled[key]:.1f} | {b:.1f} | {compiled[key] / b:.2f} | "
+                f"{who}; {compiled.get('compiled_graphs', 0):.0f} graphs, {compiled.get('compile_s', 0):.1f} "
+                "s compiling |"
+            )
     mfu = r["mfu"]
     for label, key, who in (("MLM", "lm", "masked_lm (roberta)"), ("UNMT", "translation", "online_backtranslation")):
         out.append(

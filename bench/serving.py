@@ -54,26 +54,78 @@ def measure_size(size_name, size, args):
     print(f"size {size_name}: {size.dim} dims x {size.layers} layers, {size.vocab} words (work dir {work})", flush=True)
     data = prepare_data(work, size.vocab)["ours"]
     ckpt = work / "checkpoints" / "serving"
-    train = [tool("fairseq-train"), str(data), "--user-dir", str(ROOT / "xlm_fairseq"), "--task", "translation_lm",
-             "--langs", "de,en", "--mt-steps", "de-en", *size.ours(), *TRAIN_COMMON, "--cpu",
-             "--max-tokens", str(size.unmt_max_tokens), "--max-update", "2", "--save-dir", str(ckpt),
-             "--no-epoch-checkpoints"]  # fmt: skip
+    train = [
+        tool("fairseq-train"),
+        str(data),
+        "--user-dir",
+        str(ROOT / "xlm_fairseq"),
+        "--task",
+        "translation_lm",
+        "--langs",
+        "de,en",
+        "--mt-steps",
+        "de-en",
+        *size.ours(),
+        *TRAIN_COMMON,
+        "--cpu",
+        "--max-tokens",
+        str(size.unmt_max_tokens),
+        "--max-update",
+        "2",
+        "--save-dir",
+        str(ckpt),
+        "--no-epoch-checkpoints",
+    ]
     run_child(train, work / "logs" / "serving_train.log")
     models = {}
     for engine, quantization in (("ctranslate2_float32", []), ("ctranslate2_int8", ["--quantization", "int8"])):
         models[engine] = work / "export" / engine
-        export = [sys.executable, "-m", "xlm_fairseq.inference.export", str(ckpt / "checkpoint_last.pt"),
-                  str(models[engine]), "--force", "--ctranslate2", "--directions", "de-en", *quantization]  # fmt: skip
+        export = [
+            sys.executable,
+            "-m",
+            "xlm_fairseq.inference.export",
+            str(ckpt / "checkpoint_last.pt"),
+            str(models[engine]),
+            "--force",
+            "--ctranslate2",
+            "--directions",
+            "de-en",
+            *quantization,
+        ]
         run_child(export, work / "logs" / f"export_{engine}.log")
     pieces = work / "test.de.pieces.json"
     n = read_test_pieces(data, pieces)
 
     def command(engine, beam):
         if engine == "fairseq":
-            return [tool("fairseq-generate"), str(data), "--user-dir", str(ROOT / "xlm_fairseq"), "--cpu",
-                    "--task", "translation_lm", "-s", "de", "-t", "en", "--path", str(ckpt / "checkpoint_last.pt"),
-                    "--gen-subset", "test", "--batch-size", str(GEN_BATCH), "--beam", str(beam), "--quiet",
-                    "--max-len-a", "0", "--max-len-b", str(GEN_LEN), "--min-len", str(GEN_LEN)]  # fmt: skip
+            return [
+                tool("fairseq-generate"),
+                str(data),
+                "--user-dir",
+                str(ROOT / "xlm_fairseq"),
+                "--cpu",
+                "--task",
+                "translation_lm",
+                "-s",
+                "de",
+                "-t",
+                "en",
+                "--path",
+                str(ckpt / "checkpoint_last.pt"),
+                "--gen-subset",
+                "test",
+                "--batch-size",
+                str(GEN_BATCH),
+                "--beam",
+                str(beam),
+                "--quiet",
+                "--max-len-a",
+                "0",
+                "--max-len-b",
+                str(GEN_LEN),
+                "--min-len",
+                str(GEN_LEN),
+            ]
         child = Path(__file__).with_name("ctranslate2_child.py")
         batch = batch_sentences(beam)  # as the hub batches
         return [
@@ -122,14 +174,18 @@ def measure_size(size_name, size, args):
 
 
 def table(figures) -> str:
-    rows = ["| engine | beam | sentences/s | x fairseq-generate | peak RSS MiB | x fairseq-generate |",
-            "|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    rows = [
+        "| engine | beam | sentences/s | x fairseq-generate | peak RSS MiB | x fairseq-generate |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for beam in (5, 1):
         for engine in ENGINES:
             f = figures[f"{engine}_beam{beam}"]
             speed, rss = f.get("speed_ratio", 1.0), f.get("rss_ratio", 1.0)
-            rows.append(f"| {engine} | {beam} | {f['sentences_per_s']:.1f} | {speed:.2f} | {f['peak_rss_mib']:.0f} | "
-                        f"{rss:.2f} |")  # fmt: skip
+            rows.append(
+                f"| {engine} | {beam} | {f['sentences_per_s']:.1f} | {speed:.2f} | {f['peak_rss_mib']:.0f} | "
+                f"{rss:.2f} |"
+            )
     return "\n".join(rows)
 
 

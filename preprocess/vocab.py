@@ -51,12 +51,18 @@ def train_spm(streams, line_counts, tok_paths, args, vocab_size, log) -> bytes:
         f"{args.spm_sentences_per_lang:,} sentences per language"
     )
     sentences = _spm_sample(streams, line_counts, tok_paths, args.langs, args.spm_sentences_per_lang)
-    return train_spm_bpe(sentences, vocab_size, args.character_coverage, not getattr(args, "vocab_size_soft", False),
-                         args.workers)  # fmt: skip
+    return train_spm_bpe(
+        sentences, vocab_size, args.character_coverage, not getattr(args, "vocab_size_soft", False), args.workers
+    )
 
 
-def train_spm_bpe(sentences: Iterable[str], vocab_size: int, character_coverage: float = 0.9999,
-                  hard_vocab_limit: bool = False, threads: int = 1) -> bytes:  # fmt: skip
+def train_spm_bpe(
+    sentences: Iterable[str],
+    vocab_size: int,
+    character_coverage: float = 0.9999,
+    hard_vocab_limit: bool = False,
+    threads: int = 1,
+) -> bytes:
     """A sentencepiece BPE model learnt on tokenised ``sentences`` (ids: <unk> 0, <s> 1, </s> 2, no pad), its
     bytes independent of ``threads``; a data-bin's joint vocabulary, or a new language's pieces
     (:func:`extend_spm_model`)."""

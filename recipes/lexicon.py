@@ -295,27 +295,40 @@ def lever_run(path: Path) -> dict:
         if found:
             updates[found.group(1)] = int(found.group(2))
     test = {r["direction"]: r for r in report["bleu"] if r["set"] == "test"}
-    return {"file": path.name, "uses": ",".join(uses) or "none", "precision": "/".join(report["precision"]),
-            "date": report["date"], "minutes": report["seconds"] / 60, "updates": updates,
-            "bleu": {d: r["bleu"] for d, r in test.items()},
-            "copy": {d: r["copy"] for d, r in test.items()}}  # fmt: skip
+    return {
+        "file": path.name,
+        "uses": ",".join(uses) or "none",
+        "precision": "/".join(report["precision"]),
+        "date": report["date"],
+        "minutes": report["seconds"] / 60,
+        "updates": updates,
+        "bleu": {d: r["bleu"] for d, r in test.items()},
+        "copy": {d: r["copy"] for d, r in test.items()},
+    }
 
 
 def levers(runs: list) -> str:
     """Markdown: one row per run, then the median of each use's runs, BLEU beside copying the source."""
     directions = sorted({d for run in runs for d in run["bleu"]})
     head = " | ".join(f"{d} BLEU (copy)" for d in directions)
-    lines = [f"| --lexicon | precision | run | minutes | pretrain / translate updates | {head} |",
-             "|---|---|---|---:|---|" + "---|" * len(directions)]  # fmt: skip
+    lines = [
+        f"| --lexicon | precision | run | minutes | pretrain / translate updates | {head} |",
+        "|---|---|---|---:|---|" + "---|" * len(directions),
+    ]
     groups: dict = {}
     for run in runs:
         groups.setdefault((run["uses"], run["precision"]), []).append(run)
         cells = " | ".join(f"{run['bleu'][d]:.2f} ({run['copy'][d]:.2f})" for d in directions)
         u = run["updates"]
-        lines.append(f"| {run['uses']} | {run['precision']} | `{run['file']}` | {run['minutes']:.1f} | "
-                     f"{u.get('pretrain', '?')} / {u.get('translate', '?')} | {cells} |")  # fmt: skip
-    lines += ["", f"| --lexicon | precision | runs | {' | '.join(f'{d} median, over copy' for d in directions)} |",
-              "|---|---|---:|" + "---|" * len(directions)]  # fmt: skip
+        lines.append(
+            f"| {run['uses']} | {run['precision']} | `{run['file']}` | {run['minutes']:.1f} | "
+            f"{u.get('pretrain', '?')} / {u.get('translate', '?')} | {cells} |"
+        )
+    lines += [
+        "",
+        f"| --lexicon | precision | runs | {' | '.join(f'{d} median, over copy' for d in directions)} |",
+        "|---|---|---:|" + "---|" * len(directions),
+    ]
     for (uses, precision), group in groups.items():
         cells = []
         for d in directions:

@@ -195,8 +195,19 @@ def main(argv=None) -> int:
     except UserError as e:
         refuse(str(e))
     precision = choose_precision(args.precision)
-    plan = make_plan(inputs.langs, list(inputs.pairs), "unsupervised" if args.unsupervised else "semi", args.tiny,
-                     args.minutes, precision, words, characters, args.vocab_size, lm, lexicon)  # fmt: skip
+    plan = make_plan(
+        inputs.langs,
+        list(inputs.pairs),
+        "unsupervised" if args.unsupervised else "semi",
+        args.tiny,
+        args.minutes,
+        precision,
+        words,
+        characters,
+        args.vocab_size,
+        lm,
+        lexicon,
+    )
     lines = plan.describe(words)
     print(f"== {name}: {work.resolve()}")
     for line in lines + (text["notes"] if args.plan else []):

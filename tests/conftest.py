@@ -65,9 +65,23 @@ def generate_lines(data_bin, ckpt, src, tgt, *extra):
     """fairseq-generate on the test split (translation_lm, src -> tgt): ({"S"|"T"|"H"|"D": {id: text}},
     its output)."""
     proc = fairseq(
-        "generate", data_bin, "--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm", "-s", src, "-t", tgt,
-        "--gen-subset", "test", "--path", ckpt, *ON_DEVICE, *extra,
-    )  # fmt: skip
+        "generate",
+        data_bin,
+        "--user-dir",
+        ROOT / "xlm_fairseq",
+        "--task",
+        "translation_lm",
+        "-s",
+        src,
+        "-t",
+        tgt,
+        "--gen-subset",
+        "test",
+        "--path",
+        ckpt,
+        *ON_DEVICE,
+        *extra,
+    )
     lines = {kind: {} for kind in "STHD"}
     for line in proc.stdout.splitlines():
         if line[:2] in ("S-", "T-", "H-", "D-"):

@@ -116,10 +116,12 @@ def published_names():
 
 # News Crawl as the recipes name it: language -> the files its text is spread over, in order
 NEWS = {
-    "en-de": {"en": ("news.2007.en.shuffled.gz", "news.2008.en.shuffled.gz"),
-              "de": ("news.2007.de.shuffled.gz", "news.2008.de.shuffled.gz")},
+    "en-de": {
+        "en": ("news.2007.en.shuffled.gz", "news.2008.en.shuffled.gz"),
+        "de": ("news.2007.de.shuffled.gz", "news.2008.de.shuffled.gz"),
+    },
     "en-ro": {"en": ("news.2007.en.shuffled.gz", "news.2008.en.shuffled.gz"), "ro": ("news.2015.ro.shuffled.gz",)},
-}  # fmt: skip
+}
 # the sacrebleu test sets of each recipe: (valid, test)
 TESTSETS = {"en-de": ("wmt13", "wmt16"), "en-ro": ("wmt16/dev", "wmt16")}
 
@@ -173,9 +175,27 @@ def wmt16_mirror(out: Path, pair: str, mono=2500, valid=40, test=40, para=600) -
     return out
 
 
-XNLI_HEADER = ["language", "gold_label", "sentence1_binary_parse", "sentence2_binary_parse", "sentence1_parse",
-               "sentence2_parse", "sentence1", "sentence2", "promptID", "pairID", "genre", "label1", "label2",
-               "label3", "label4", "label5", "sentence1_tokenized", "sentence2_tokenized", "match"]  # fmt: skip
+XNLI_HEADER = [
+    "language",
+    "gold_label",
+    "sentence1_binary_parse",
+    "sentence2_binary_parse",
+    "sentence1_parse",
+    "sentence2_parse",
+    "sentence1",
+    "sentence2",
+    "promptID",
+    "pairID",
+    "genre",
+    "label1",
+    "label2",
+    "label3",
+    "label4",
+    "label5",
+    "sentence1_tokenized",
+    "sentence2_tokenized",
+    "match",
+]
 MNLI_HEADER = [h for h in XNLI_HEADER if h not in ("language", "sentence1_tokenized", "sentence2_tokenized", "match")]
 LABELS = ("entailment", "neutral", "contradiction")
 
@@ -212,8 +232,15 @@ def xnli_mirror(out: Path, langs=("en", "de"), rows=60, train=400) -> Path:
             source = "valid.de.tsv" if lang == "de" else "valid.en.tsv"
             pairs = list(_pairs(source, offset + rows))[offset:]
             for k, (premise, hypothesis, label) in enumerate(pairs):
-                fields = dict(language=lang, gold_label=label, sentence1=premise, sentence2=hypothesis,
-                              promptID=str(k), pairID=f"{split}{k}", genre="packages")  # fmt: skip
+                fields = dict(
+                    language=lang,
+                    gold_label=label,
+                    sentence1=premise,
+                    sentence2=hypothesis,
+                    promptID=str(k),
+                    pairID=f"{split}{k}",
+                    genre="packages",
+                )
                 table.append([fields.get(h, "-" if h.endswith("parse") else label) for h in XNLI_HEADER])
         splits[split] = _table(XNLI_HEADER, table)
     with zipfile.ZipFile(out / "XNLI-1.0.zip", "w") as z:
@@ -221,8 +248,9 @@ def xnli_mirror(out: Path, langs=("en", "de"), rows=60, train=400) -> Path:
         z.writestr("XNLI-1.0/xnli.test.tsv", splits["test"])
     table = []
     for k, (premise, hypothesis, label) in enumerate(_pairs("train.en.tsv", train)):
-        fields = dict(gold_label=label, sentence1=premise, sentence2=hypothesis, promptID=str(k), pairID=f"t{k}",
-                      genre="packages")  # fmt: skip
+        fields = dict(
+            gold_label=label, sentence1=premise, sentence2=hypothesis, promptID=str(k), pairID=f"t{k}", genre="packages"
+        )
         table.append([fields.get(h, "-" if h.endswith("parse") else label) for h in MNLI_HEADER])
     with zipfile.ZipFile(out / "multinli_1.0.zip", "w") as z:
         z.writestr("multinli_1.0/multinli_1.0_train.txt", _table(MNLI_HEADER, table))

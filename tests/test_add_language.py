@@ -33,8 +33,19 @@ def de_en_lm(tmp_path_factory):
         head(SAMPLE / "en-de" / f"valid.en-de.{lang}", raw / f"valid.{lang}", 100)
         args += ["--mono", f"train:{lang}={raw}/train.{lang}", "--mono", f"valid:{lang}={raw}/valid.{lang}"]
     run([sys.executable, "-m", "preprocess.prepare", tmp / "bin", *args])
-    fairseq("train", tmp / "bin", *PRETRAIN_ARGS, "--langs", "de,en", "--mlm-steps", "de,en", "--max-update", "20",
-            "--save-dir", tmp / "ckpt")  # fmt: skip
+    fairseq(
+        "train",
+        tmp / "bin",
+        *PRETRAIN_ARGS,
+        "--langs",
+        "de,en",
+        "--mlm-steps",
+        "de,en",
+        "--max-update",
+        "20",
+        "--save-dir",
+        tmp / "ckpt",
+    )
     head(SAMPLE / "en-ro" / "mono.ro", raw / "ro.txt", 1500)
     return tmp / "ckpt" / "checkpoint_last.pt", raw
 
@@ -124,8 +135,14 @@ def test_bad_input_is_one_line_and_writes_nothing(de_en_lm, with_ro, unmt, tmp_p
 
 def _train(*args):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    return subprocess.run(["bash", ROOT / "recipes" / "train.sh", *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=1200)  # fmt: skip
+    return subprocess.run(
+        ["bash", ROOT / "recipes" / "train.sh", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=1200,
+    )
 
 
 def test_train_sh_refuses_a_language_the_lm_lacks(de_en_lm, tmp_path):
@@ -143,8 +160,19 @@ def test_train_sh_continues_from_the_extended_lm_with_the_old_language_kept(de_e
     lines split off its text) but not in translation; both directions scored."""
     _, raw = de_en_lm
     enro, work = SAMPLE / "en-ro", tmp_path / "work"
-    proc = _train("--lm", with_ro, "--pairs", f"en-ro={enro}/train.en-ro", "--mono", f"ro={enro}/mono.ro",
-                  "--mono", f"de={raw}/train.de", "--tiny", "--work-dir", work)  # fmt: skip
+    proc = _train(
+        "--lm",
+        with_ro,
+        "--pairs",
+        f"en-ro={enro}/train.en-ro",
+        "--mono",
+        f"ro={enro}/mono.ro",
+        "--mono",
+        f"de={raw}/train.de",
+        "--tiny",
+        "--work-dir",
+        work,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "the LM's (--lm), pretraining continues from it" in proc.stdout
     pretrain = (work / "logs" / "pretrain.out").read_text()

@@ -69,8 +69,18 @@ def _truncate(path):
 
 
 def _init_embeddings(c, *more):
-    return ["train", c.data, *TRAIN_LM, "--mlm-steps", "en", "--init-embeddings", c.tmp / "emb.pt", *more,
-            "--save-dir", c.tmp / "new"]  # fmt: skip
+    return [
+        "train",
+        c.data,
+        *TRAIN_LM,
+        "--mlm-steps",
+        "en",
+        "--init-embeddings",
+        c.tmp / "emb.pt",
+        *more,
+        "--save-dir",
+        c.tmp / "new",
+    ]
 
 
 # id: (setup(c) run before the checksums are taken, command(c), the exact error line); c has the
@@ -126,7 +136,7 @@ CASES = {
             "mlm_en_ppl",
             "--save-dir",
             c.save,
-        ],  # fmt: skip
+        ],
         "--best-checkpoint-metric mlm_en_ppl: no valid data for mlm_en ({data}/valid.en.bin); validated: loss, ppl, "
         "mlm_de_ppl, mlm_de_fullmask_ppl",
     ),
@@ -146,7 +156,7 @@ CASES = {
             "bleu_de-en",
             "--save-dir",
             c.save,
-        ],  # fmt: skip
+        ],
         "--best-checkpoint-metric bleu_de-en: not among what 'valid' validates; validated: loss, ppl, mt_en-de_ppl, "
         "bleu_en-de, bleu_tok_en-de, bleu_mean, bleu_tok_mean",
     ),
@@ -168,7 +178,7 @@ CASES = {
             "label_smoothed_cross_entropy",
             "--save-dir",
             c.tmp / "new",
-        ],  # fmt: skip
+        ],
         "--criterion label_smoothed_cross_entropy cannot train --task cross_lingual_lm; leave --criterion out (the "
         "task uses xlm_cross_entropy)",
     ),
@@ -192,7 +202,7 @@ CASES = {
             "--disable-validation",
             "--save-dir",
             c.tmp / "new",
-        ],  # fmt: skip
+        ],
         "{lm}: vocabulary of 2011 entries, but the data's dict.txt gives 2006; binarise the data with the pretrained "
         "model's dict.txt/spm.model (preprocess --spm-model/--dict)",
     ),
@@ -223,7 +233,7 @@ CASES = {
             "--disable-validation",
             "--save-dir",
             c.save,
-        ],  # fmt: skip
+        ],
         "{save}/checkpoint_last.pt: the checkpoint was trained with --langs en,de,ro, not de,en,ro: language ids "
         "are positions in that list; give --langs en,de,ro",
     ),
@@ -445,16 +455,58 @@ def test_long_inputs_are_cut_or_skipped_and_counted(unmt, data_bin, tmp_path):
         with open(raw / f"p.{lang}", "a", encoding="utf-8") as f:
             f.write(long_en + "\n")
     data = tmp_path / "bin"
-    run([sys.executable, "-m", "preprocess.prepare", data, "--langs", "en,de", "--vocab-size", "500", "--quiet",
-         "--para", f"train:en-de={raw}/p", "--para", f"valid:en-de={raw}/p"])  # fmt: skip
-    proc = run([BIN / "fairseq-train", data, *UNMT_ARGS, "--langs", "en,de", "--mt-steps", "en-de", "--max-update", "3",
-                "--max-sentence-len", "2000", "--save-dir", tmp_path / "save"])  # fmt: skip
+    run(
+        [
+            sys.executable,
+            "-m",
+            "preprocess.prepare",
+            data,
+            "--langs",
+            "en,de",
+            "--vocab-size",
+            "500",
+            "--quiet",
+            "--para",
+            f"train:en-de={raw}/p",
+            "--para",
+            f"valid:en-de={raw}/p",
+        ]
+    )
+    proc = run(
+        [
+            BIN / "fairseq-train",
+            data,
+            *UNMT_ARGS,
+            "--langs",
+            "en,de",
+            "--mt-steps",
+            "en-de",
+            "--max-update",
+            "3",
+            "--max-sentence-len",
+            "2000",
+            "--save-dir",
+            tmp_path / "save",
+        ]
+    )
     log = proc.stdout + proc.stderr
     assert "mt_en-de: 1 of 201 samples over the max positions ([512. 512.]) skipped" in log, log[-3000:]
 
     text = " ".join(["Wort"] * 800)
-    proc = run([BIN / "fairseq-interactive", data_bin, *GENERATE, "-s", "de", "-t", "en",
-                "--path", unmt[0] / "checkpoint_last.pt"], input=f"Hallo Welt\n{text}\n")  # fmt: skip
+    proc = run(
+        [
+            BIN / "fairseq-interactive",
+            data_bin,
+            *GENERATE,
+            "-s",
+            "de",
+            "-t",
+            "en",
+            "--path",
+            unmt[0] / "checkpoint_last.pt",
+        ],
+        input=f"Hallo Welt\n{text}\n",
+    )
     assert "1 of 1 inputs over the model's 512 positions: translated from their first 510 subwords" in proc.stderr
     assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 2
     code = (

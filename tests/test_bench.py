@@ -49,10 +49,32 @@ def test_peers_run_in_their_own_number_format_when_asked(bench):
 
 def test_windows_count_input_tokens_of_every_objective(bench, data_bin):
     proc = fairseq(
-        "train", data_bin, "--user-dir", ROOT / "xlm_fairseq", "--task", "cross_lingual_lm", "--langs", "de,en,ro",
-        "--mlm-steps", "en,de", "--clm-steps", "", "--arch", "xlm_tiny", "--tokens-per-sample", "32",
-        "--batch-size", "4", *bench.TRAIN_COMMON, "--cpu", "--log-interval", "2", "--max-update", "8", "--no-save",
-    )  # fmt: skip
+        "train",
+        data_bin,
+        "--user-dir",
+        ROOT / "xlm_fairseq",
+        "--task",
+        "cross_lingual_lm",
+        "--langs",
+        "de,en,ro",
+        "--mlm-steps",
+        "en,de",
+        "--clm-steps",
+        "",
+        "--arch",
+        "xlm_tiny",
+        "--tokens-per-sample",
+        "32",
+        "--batch-size",
+        "4",
+        *bench.TRAIN_COMMON,
+        "--cpu",
+        "--log-interval",
+        "2",
+        "--max-update",
+        "8",
+        "--no-save",
+    )
     windows = bench.train_windows(proc.stdout + proc.stderr)
     assert len(windows) == 4
     for w in windows:
@@ -116,8 +138,9 @@ def test_the_translation_flop_formula_counts_what_the_model_computes(bench, data
     import torch
 
     size = bench.SIZES["recipes"]
-    task, cfg = setup_task(data_bin, "translation_lm", "--langs", "de,en,ro", "--ae-steps", "en",
-                           *size.ours()[2:], *NO_DROPOUT)  # fmt: skip
+    task, cfg = setup_task(
+        data_bin, "translation_lm", "--langs", "de,en,ro", "--ae-steps", "en", *size.ours()[2:], *NO_DROPOUT
+    )
     model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)
     dictionary = task.source_dictionary
     batch_size, length = 12, 30
@@ -125,10 +148,17 @@ def test_the_translation_flop_formula_counts_what_the_model_computes(bench, data
     words = torch.randint(dictionary.nspecial, len(dictionary), (batch_size, length))
     langs = torch.full((batch_size,), task.langs.index("en"))
     batch = {
-        "net_input": {"src_tokens": words, "src_lengths": torch.full((batch_size,), length), "src_langs": langs,
-                      "tgt_langs": langs, "prev_output_tokens": words},
-        "target": words, "nsentences": batch_size, "ntokens": words.numel(),
-    }  # fmt: skip
+        "net_input": {
+            "src_tokens": words,
+            "src_lengths": torch.full((batch_size,), length),
+            "src_langs": langs,
+            "tgt_langs": langs,
+            "prev_output_tokens": words,
+        },
+        "target": words,
+        "nsentences": batch_size,
+        "ntokens": words.numel(),
+    }
 
     def step():
         loss, _, _ = criterion(model, batch)

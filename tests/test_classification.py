@@ -112,8 +112,18 @@ print("RESULT " + json.dumps(out))
 def test_classify_command(classifier, xcls, tmp_path):
     save, log = classifier
     out, js = tmp_path / "preds", tmp_path / "acc.json"
-    proc = run([BIN / "xlm-fairseq-classify", save, xcls / "valid.en.tsv", xcls / "valid.de.tsv",
-                "--out-dir", out, "--json", js])  # fmt: skip
+    proc = run(
+        [
+            BIN / "xlm-fairseq-classify",
+            save,
+            xcls / "valid.en.tsv",
+            xcls / "valid.de.tsv",
+            "--out-dir",
+            out,
+            "--json",
+            js,
+        ]
+    )
     result = json.loads(js.read_text())
     best = _valid_line_of_best(log)
     assert result["valid.de.tsv"]["accuracy"] == pytest.approx(float(best["valid_acc_de"]), abs=0.01)
@@ -199,8 +209,18 @@ def test_bad_input_is_one_line_and_touches_nothing(case, xcls, classifier, pretr
     path = data / name
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
     before = _digests(data, save)
-    proc = fairseq("train", data, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-epoch", "4",
-                   "--save-dir", save, ok=False)  # fmt: skip
+    proc = fairseq(
+        "train",
+        data,
+        *CLASSIFY_ARGS,
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--max-epoch",
+        "4",
+        "--save-dir",
+        save,
+        ok=False,
+    )
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert proc.returncode != 0 and len(errors) == 1, proc.stderr[-2000:]
     assert message in errors[0] and name in errors[0]
@@ -213,8 +233,18 @@ def test_conflicting_dictionary_beside_the_tsvs(xcls, pretrained, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(xcls, data)
     (data / "dict.txt").write_text("<special0> 1\n<special1> 1\nfoo 5\n", encoding="utf-8")
-    proc = fairseq("train", data, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-epoch", "1",
-                   "--save-dir", tmp_path / "save", ok=False)  # fmt: skip
+    proc = fairseq(
+        "train",
+        data,
+        *CLASSIFY_ARGS,
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--max-epoch",
+        "1",
+        "--save-dir",
+        tmp_path / "save",
+        ok=False,
+    )
     assert proc.returncode != 0 and "differs from the dictionary of --pretrained-xlm-checkpoint" in proc.stderr
     assert not (tmp_path / "save" / "checkpoint_last.pt").exists()
 
@@ -223,8 +253,18 @@ def test_conflicting_dictionary_beside_the_tsvs(xcls, pretrained, tmp_path):
 def test_truncated_pretrained_checkpoint(xcls, pretrained, tmp_path):
     broken = tmp_path / "broken.pt"
     broken.write_bytes(pretrained.read_bytes()[:20000])  # a copy killed half-way
-    proc = fairseq("train", xcls, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", broken, "--max-epoch", "1",
-                   "--save-dir", tmp_path / "save", ok=False)  # fmt: skip
+    proc = fairseq(
+        "train",
+        xcls,
+        *CLASSIFY_ARGS,
+        "--pretrained-xlm-checkpoint",
+        broken,
+        "--max-epoch",
+        "1",
+        "--save-dir",
+        tmp_path / "save",
+        ok=False,
+    )
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
     assert proc.returncode != 0 and len(errors) == 1 and "Traceback" not in proc.stderr
     assert "broken.pt: not a readable checkpoint, truncated or corrupt" in errors[0]
@@ -286,8 +326,9 @@ def test_mean_pooling_reads_every_real_position(xcls, pretrained):
     and ignores padding, so a row scores the same alone and padded beside a longer one."""
     task, cfg = setup_task(xcls, "xlm_classification", "--pretrained-xlm-checkpoint", pretrained)
     assert task.build_model(cfg.model).classification_head.pooling == "first"
-    task, cfg = setup_task(xcls, "xlm_classification", "--pretrained-xlm-checkpoint", pretrained,
-                           "--classifier-pooling", "mean")  # fmt: skip
+    task, cfg = setup_task(
+        xcls, "xlm_classification", "--pretrained-xlm-checkpoint", pretrained, "--classifier-pooling", "mean"
+    )
     model = task.build_model(cfg.model).eval()
     short, long = torch.tensor([[2, 10, 11, 12, 2]]), torch.tensor([[2, 13, 14, 15, 16, 17, 18, 2]])
     pad = model.lm.pad_index
@@ -347,17 +388,49 @@ def test_fine_tuning_with_lang_id_validates_and_predicts_with_it(xcls, pretraine
     """fairseq-train --lang-id en: German validation rows read with English's id, and the
     checkpoint predicts so by default; a bad --lang-id stops before training, writing nothing."""
     save = tmp_path / "save"
-    bad = fairseq("train", xcls, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-update", "5",
-                  "--lang-id", "xx", "--save-dir", save, ok=False)  # fmt: skip
+    bad = fairseq(
+        "train",
+        xcls,
+        *CLASSIFY_ARGS,
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--max-update",
+        "5",
+        "--lang-id",
+        "xx",
+        "--save-dir",
+        save,
+        ok=False,
+    )
     errors = [line for line in bad.stderr.splitlines() if line.startswith("error: ")]
     assert bad.returncode != 0 and len(errors) == 1 and "--lang-id xx" in errors[0], bad.stderr[-2000:]
     assert not save.exists() or not any(save.iterdir())
-    proc = fairseq("train", xcls, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-epoch", "1",
-                   "--lang-id", "en", "--save-dir", save)  # fmt: skip
+    proc = fairseq(
+        "train",
+        xcls,
+        *CLASSIFY_ARGS,
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--max-epoch",
+        "1",
+        "--lang-id",
+        "en",
+        "--save-dir",
+        save,
+    )
     logged = float(json_logs(proc.stdout + proc.stderr, "valid")[-1]["valid_acc_de"])
     js = tmp_path / "acc.json"
-    run([BIN / "xlm-fairseq-classify", save, xcls / "valid.de.tsv", "--checkpoint-file", "checkpoint_last.pt",
-         "--json", js])  # fmt: skip
+    run(
+        [
+            BIN / "xlm-fairseq-classify",
+            save,
+            xcls / "valid.de.tsv",
+            "--checkpoint-file",
+            "checkpoint_last.pt",
+            "--json",
+            js,
+        ]
+    )
     assert json.loads(js.read_text())["valid.de.tsv"]["accuracy"] == pytest.approx(logged, abs=0.01)
 
 
@@ -366,8 +439,20 @@ def test_frozen_layers_do_not_move(xcls, pretrained, tmp_path):
     """--finetune-layers 2:_1 on the 2-layer model: the embeddings and layer 1 keep their pretrained
     values, layer 2 and the head are trained."""
     save = tmp_path / "save"
-    fairseq("train", xcls, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-update", "5",
-            "--finetune-layers", "2:_1", "--disable-validation", "--save-dir", save)  # fmt: skip
+    fairseq(
+        "train",
+        xcls,
+        *CLASSIFY_ARGS,
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--max-update",
+        "5",
+        "--finetune-layers",
+        "2:_1",
+        "--disable-validation",
+        "--save-dir",
+        save,
+    )
     before = torch.load(pretrained, map_location="cpu", weights_only=False)["model"]
     after = torch.load(save / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
     prefix = "encoder.transformer."
@@ -384,8 +469,19 @@ def test_sentence_pairs_from_xnli_layout(pretrained, tmp_path):
     xnli, mnli = tmp_path / "XNLI-1.0", tmp_path / "multinli_1.0"
     xnli.mkdir()
     mnli.mkdir()
-    header = ["language", "gold_label", "sentence1_binary_parse", "sentence2_binary_parse", "sentence1_parse",
-              "sentence2_parse", "sentence1", "sentence2", "promptID", "pairID", "genre"]  # fmt: skip
+    header = [
+        "language",
+        "gold_label",
+        "sentence1_binary_parse",
+        "sentence2_binary_parse",
+        "sentence1_parse",
+        "sentence2_parse",
+        "sentence1",
+        "sentence2",
+        "promptID",
+        "pairID",
+        "genre",
+    ]
     en = head(SAMPLE / "en-de" / "test.en-de.en", tmp_path / "en", 60).read_text().splitlines()
     de = head(SAMPLE / "en-de" / "test.en-de.de", tmp_path / "de", 60).read_text().splitlines()
     labels = ["entailment", "neutral", "contradiction"]
@@ -396,8 +492,18 @@ def test_sentence_pairs_from_xnli_layout(pretrained, tmp_path):
                 rows.append("\t".join([lang, labels[i % 3], "", "", "", "", text[i], text[i + 20], "1", str(i), "g"]))
         rows.append("\t".join(["de", "-", "", "", "", "", "no gold label", "x", "1", "99", "g"]))
         (xnli / f"xnli.{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    mnli_header = ["gold_label", "sentence1_binary_parse", "sentence2_binary_parse", "sentence1_parse",
-                   "sentence2_parse", "sentence1", "sentence2", "promptID", "pairID", "genre"]  # fmt: skip
+    mnli_header = [
+        "gold_label",
+        "sentence1_binary_parse",
+        "sentence2_binary_parse",
+        "sentence1_parse",
+        "sentence2_parse",
+        "sentence1",
+        "sentence2",
+        "promptID",
+        "pairID",
+        "genre",
+    ]
     rows = ["\t".join(mnli_header)]
     for i in range(40):
         rows.append("\t".join([labels[i % 3], "", "", "", "", en[i], en[i + 20], "1", f"{i}e", "fiction"]))
@@ -414,8 +520,9 @@ def test_sentence_pairs_from_xnli_layout(pretrained, tmp_path):
     assert again.returncode == 2 and "exists; give --force" in again.stderr
     # fr is not a language of the model: left out of the default validation languages
     save = tmp_path / "save"
-    proc = fairseq("train", out, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-epoch", "1",
-                   "--save-dir", save)  # fmt: skip
+    proc = fairseq(
+        "train", out, *CLASSIFY_ARGS, "--pretrained-xlm-checkpoint", pretrained, "--max-epoch", "1", "--save-dir", save
+    )
     log = proc.stdout + proc.stderr
     assert "fr left out (not languages of the model)" in log
     assert {"valid_acc_en", "valid_acc_de"} <= set(json_logs(log, "valid")[-1])
@@ -433,8 +540,22 @@ def test_retrieval_command(pretrained, data_bin, tmp_path):
         lines = open(SAMPLE / "en-de" / f"test.en-de.{lang}", encoding="utf-8").readlines()[:40]
         path.write_text("".join(lines), encoding="utf-8")
     js = tmp_path / "r.json"
-    proc = run([BIN / "python", "-m", "xlm_fairseq.evaluation.retrieval", pretrained, "--data", data_bin,
-                "--src", f"en={en}", "--tgt", f"de={de}", "--json", js])  # fmt: skip
+    proc = run(
+        [
+            BIN / "python",
+            "-m",
+            "xlm_fairseq.evaluation.retrieval",
+            pretrained,
+            "--data",
+            data_bin,
+            "--src",
+            f"en={en}",
+            "--tgt",
+            f"de={de}",
+            "--json",
+            js,
+        ]
+    )
     result = json.loads(js.read_text())
     assert result["pairs"] == 40
     for direction in ("en-de", "de-en"):  # accuracy@1: k of the 40 sentences found
@@ -442,13 +563,40 @@ def test_retrieval_command(pretrained, data_bin, tmp_path):
     assert "retrieval accuracy@1 over 40 pairs: en->de" in proc.stdout
     # a file against itself: every sentence finds itself (distinct lines, identical encodings)
     js2 = tmp_path / "same.json"
-    run([BIN / "python", "-m", "xlm_fairseq.evaluation.retrieval", pretrained, "--data", data_bin,
-         "--src", f"en={en}", "--tgt", f"en={en}", "--json", js2])  # fmt: skip
+    run(
+        [
+            BIN / "python",
+            "-m",
+            "xlm_fairseq.evaluation.retrieval",
+            pretrained,
+            "--data",
+            data_bin,
+            "--src",
+            f"en={en}",
+            "--tgt",
+            f"en={en}",
+            "--json",
+            js2,
+        ]
+    )
     assert json.loads(js2.read_text())["en-en"] == 100.0
     short = tmp_path / "short.de"
     short.write_text("Eins.\n", encoding="utf-8")
-    bad = run([BIN / "python", "-m", "xlm_fairseq.evaluation.retrieval", pretrained, "--data", data_bin,
-               "--src", f"en={en}", "--tgt", f"de={short}"], ok=False)  # fmt: skip
+    bad = run(
+        [
+            BIN / "python",
+            "-m",
+            "xlm_fairseq.evaluation.retrieval",
+            pretrained,
+            "--data",
+            data_bin,
+            "--src",
+            f"en={en}",
+            "--tgt",
+            f"de={short}",
+        ],
+        ok=False,
+    )
     assert bad.returncode == 2 and "not line-aligned" in bad.stderr
 
 

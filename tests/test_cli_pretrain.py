@@ -147,8 +147,16 @@ def test_init_embeddings_replaces_the_rows_given(data_bin, tmp_path):
     weights[10:20] = torch.randn(10, 64)
     weights[1] = 1.0  # the padding row: never taken
     torch.save(weights, tmp_path / "emb.pt")
-    task, cfg = setup_task(data_bin, "cross_lingual_lm", "--langs", "en,de,ro", "--mlm-steps", "en",
-                           "--init-embeddings", tmp_path / "emb.pt")  # fmt: skip
+    task, cfg = setup_task(
+        data_bin,
+        "cross_lingual_lm",
+        "--langs",
+        "en,de,ro",
+        "--mlm-steps",
+        "en",
+        "--init-embeddings",
+        tmp_path / "emb.pt",
+    )
     table = task.build_model(cfg.model).encoder.transformer.embeddings
     assert table.padding_idx == 1 and not table.weight[1].any()
     assert torch.equal(table.weight[10:20], weights[10:20])

@@ -67,12 +67,32 @@ def test_an_lm_without_language_embeddings_starts_them_at_zero(data_bin, tmp_pat
     model, which needs language embeddings (its decoder is told the target language): they start at
     zero, so the model starts computing what the LM did, and everything else is the LM's."""
     save = tmp_path / "lm"
-    fairseq("train", data_bin, *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en,de", "--no-lang-emb",
-            "--max-update", "3", "--save-dir", save)  # fmt: skip
+    fairseq(
+        "train",
+        data_bin,
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en,de",
+        "--mlm-steps",
+        "en,de",
+        "--no-lang-emb",
+        "--max-update",
+        "3",
+        "--save-dir",
+        save,
+    )
     lm = torch.load(save / "checkpoint_last.pt")["model"]
     assert not any("lang_embeddings" in k for k in lm)
-    task, cfg = setup_task(data_bin, "translation_lm", "--langs", "en,de", "--mt-steps", "en-de",
-                           "--pretrained-xlm-checkpoint", save / "checkpoint_last.pt")  # fmt: skip
+    task, cfg = setup_task(
+        data_bin,
+        "translation_lm",
+        "--langs",
+        "en,de",
+        "--mt-steps",
+        "en-de",
+        "--pretrained-xlm-checkpoint",
+        save / "checkpoint_last.pt",
+    )
     model = task.build_model(cfg.model).eval()
     for side in (model.encoder, model.decoder):
         assert side.transformer.lang_embeddings.weight.abs().sum() == 0
@@ -108,10 +128,28 @@ def test_validation_means_the_directions_and_the_log_file_has_each_line_once(dat
     (xlm_fairseq/patches/log_file_once.py)."""
     log = tmp_path / "train.log"
     # three epochs of a few updates each (the 100 valid pairs), validated after each
-    proc = fairseq("train", data_bin, *UNMT_ARGS, "--langs", "de,en", "--mt-steps", "de-en,en-de",
-                   "--train-subset", "valid", "--max-epoch", "3",
-                   "--best-checkpoint-metric", "bleu_tok_mean", "--maximize-best-checkpoint-metric",
-                   "--save-dir", tmp_path / "ckpt", "--log-interval", "1", "--log-file", log)  # fmt: skip
+    proc = fairseq(
+        "train",
+        data_bin,
+        *UNMT_ARGS,
+        "--langs",
+        "de,en",
+        "--mt-steps",
+        "de-en,en-de",
+        "--train-subset",
+        "valid",
+        "--max-epoch",
+        "3",
+        "--best-checkpoint-metric",
+        "bleu_tok_mean",
+        "--maximize-best-checkpoint-metric",
+        "--save-dir",
+        tmp_path / "ckpt",
+        "--log-interval",
+        "1",
+        "--log-file",
+        log,
+    )
     valid = json_logs(proc.stdout + proc.stderr, "valid")
     assert [int(v["epoch"]) for v in valid] == [1, 2, 3]
     for v in valid:

@@ -461,8 +461,16 @@ def test_classifier_from_converted_model(hf_case, tmp_path):
     saying how it was built."""
 
     cfg = checkpoints.load(os.path.join(hf_case["out"], "model.pt"))["cfg"]["model"]
-    arch = [f"--{n.replace('_', '-')}={cfg[n]}" for n in ("encoder_embed_dim", "encoder_layers",
-            "encoder_attention_heads", "encoder_ffn_embed_dim", "max_positions")]  # fmt: skip
+    arch = [
+        f"--{n.replace('_', '-')}={cfg[n]}"
+        for n in (
+            "encoder_embed_dim",
+            "encoder_layers",
+            "encoder_attention_heads",
+            "encoder_ffn_embed_dim",
+            "max_positions",
+        )
+    ]
     arch += [f"--{n.replace('_', '-')}" for n in ("no_lang_emb", "sinusoidal_embeddings") if cfg[n]]
     data = tmp_path / "data"
     data.mkdir()
@@ -472,8 +480,21 @@ def test_classifier_from_converted_model(hf_case, tmp_path):
     for name in ("valid.en.tsv", "valid.de.tsv"):  # the rows of labels the 40 training rows have
         lines = (SAMPLE / "xcls" / name).read_text(encoding="utf-8").splitlines(keepends=True)
         (data / name).write_text("".join(lines[:1] + [x for x in lines[1:60] if x.split("\t")[1] in labels]))
-    common = [*TRAIN_ARGS, "--task", "xlm_classification", "--pretrained-xlm-checkpoint", hf_case["out"],
-              "--truncate-len", "20", "--batch-size", "8", "--lr", "0.0001", "--max-update", "4"]  # fmt: skip
+    common = [
+        *TRAIN_ARGS,
+        "--task",
+        "xlm_classification",
+        "--pretrained-xlm-checkpoint",
+        hf_case["out"],
+        "--truncate-len",
+        "20",
+        "--batch-size",
+        "8",
+        "--lr",
+        "0.0001",
+        "--max-update",
+        "4",
+    ]
     proc = fairseq("train", data, *common, *arch, "--save-dir", tmp_path / "save")
     log = proc.stdout + proc.stderr
     assert "initialised from" in log and "truncated to --truncate-len 20" in log

@@ -26,9 +26,20 @@ def xlm_stacks(n_words, use_lang_emb=True, seed=0):
 
     def stack(layers, is_decoder):
         return XLMTransformer(
-            n_words, XLM_PAD, 2, DIM, layers, HEADS, 4 * DIM, 0.0, 0.0, max_positions=64,
-            use_lang_emb=use_lang_emb, is_decoder=is_decoder, with_output=True,
-        ).eval()  # fmt: skip
+            n_words,
+            XLM_PAD,
+            2,
+            DIM,
+            layers,
+            HEADS,
+            4 * DIM,
+            0.0,
+            0.0,
+            max_positions=64,
+            use_lang_emb=use_lang_emb,
+            is_decoder=is_decoder,
+            with_output=True,
+        ).eval()
 
     encoder, decoder = stack(ENC_LAYERS, False), stack(DEC_LAYERS, True)
     with torch.no_grad():
@@ -42,12 +53,23 @@ def write_mt_pth(path, encoder, decoder, vocab, extra_params=None, module_prefix
     id2word = {i: w for i, w in enumerate(vocab)}
     prefix = "module." if module_prefix else ""
     params = {
-        "emb_dim": np.int64(DIM), "n_layers": ENC_LAYERS, "n_dec_layers": DEC_LAYERS, "n_heads": HEADS,
-        "dropout": 0.1, "attention_dropout": 0.1, "gelu_activation": True, "sinusoidal_embeddings": False,
-        "share_inout_emb": True, "asm": False, "encoder_only": False, "n_langs": 2, "lang2id": dict(LANG2ID),
-        "id2lang": {i: lang for lang, i in LANG2ID.items()}, "n_words": len(vocab),
+        "emb_dim": np.int64(DIM),
+        "n_layers": ENC_LAYERS,
+        "n_dec_layers": DEC_LAYERS,
+        "n_heads": HEADS,
+        "dropout": 0.1,
+        "attention_dropout": 0.1,
+        "gelu_activation": True,
+        "sinusoidal_embeddings": False,
+        "share_inout_emb": True,
+        "asm": False,
+        "encoder_only": False,
+        "n_langs": 2,
+        "lang2id": dict(LANG2ID),
+        "id2lang": {i: lang for lang, i in LANG2ID.items()},
+        "n_words": len(vocab),
         **(extra_params or {}),
-    }  # fmt: skip
+    }
     torch.save(
         {
             "encoder": {prefix + k: v for k, v in encoder.state_dict().items()},
@@ -170,10 +192,27 @@ def test_converted_mt_model_in_fairseq_tools(vocab_and_codes, tmp_path):
     out = tmp_path / "converted"
     assert _cli(str(pth), str(out), "--codes", codes).returncode == 0
     proc = run(
-        [BIN / "fairseq-interactive", out, "--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm",
-         "-s", "en", "-t", "de", "--path", out / "model.pt", "--beam", "2", "--max-len-b", "5", "--cpu"],
+        [
+            BIN / "fairseq-interactive",
+            out,
+            "--user-dir",
+            ROOT / "xlm_fairseq",
+            "--task",
+            "translation_lm",
+            "-s",
+            "en",
+            "-t",
+            "de",
+            "--path",
+            out / "model.pt",
+            "--beam",
+            "2",
+            "--max-len-b",
+            "5",
+            "--cpu",
+        ],
         input="the cat sat on the mat .\nthe dog is here .\n",
-    )  # fmt: skip
+    )
     assert len([line for line in proc.stdout.splitlines() if line.startswith("D-")]) == 2
 
     raw = tmp_path / "raw"
@@ -181,9 +220,24 @@ def test_converted_mt_model_in_fairseq_tools(vocab_and_codes, tmp_path):
     for lang in ("en", "de"):
         (raw / f"train.en-de.{lang}").write_text("\n".join(CORPUS[lang] * 4) + "\n")
     data = tmp_path / "data-bin"
-    run([sys.executable, "-m", "preprocess.prepare", data, "--langs", "en,de", "--bpe-codes", out / "bpe.codes",
-         "--dict", out / "dict.txt", "--lowercase-and-remove-accent", "--para", f"train:en-de={raw / 'train.en-de'}",
-         "--quiet"])  # fmt: skip
+    run(
+        [
+            sys.executable,
+            "-m",
+            "preprocess.prepare",
+            data,
+            "--langs",
+            "en,de",
+            "--bpe-codes",
+            out / "bpe.codes",
+            "--dict",
+            out / "dict.txt",
+            "--lowercase-and-remove-accent",
+            "--para",
+            f"train:en-de={raw / 'train.en-de'}",
+            "--quiet",
+        ]
+    )
     shape = [
         "--encoder-embed-dim",
         str(DIM),
@@ -198,11 +252,31 @@ def test_converted_mt_model_in_fairseq_tools(vocab_and_codes, tmp_path):
     shape += ["--encoder-ffn-embed-dim", str(4 * DIM), "--decoder-ffn-embed-dim", str(4 * DIM), "--max-positions", "64"]
     save = tmp_path / "continued"
     proc = fairseq(
-        "train", data, *TRAIN_ARGS, "--task", "translation_lm", "--langs", "en,de", "--mt-steps", "en-de,de-en",
-        *shape, "--lr", "0.0001", "--max-tokens", "400", "--max-update", "3", "--disable-validation",
-        "--restore-file", out / "model.pt", "--reset-optimizer", "--reset-dataloader", "--reset-meters",
-        "--save-dir", save,
-    )  # fmt: skip
+        "train",
+        data,
+        *TRAIN_ARGS,
+        "--task",
+        "translation_lm",
+        "--langs",
+        "en,de",
+        "--mt-steps",
+        "en-de,de-en",
+        *shape,
+        "--lr",
+        "0.0001",
+        "--max-tokens",
+        "400",
+        "--max-update",
+        "3",
+        "--disable-validation",
+        "--restore-file",
+        out / "model.pt",
+        "--reset-optimizer",
+        "--reset-dataloader",
+        "--reset-meters",
+        "--save-dir",
+        save,
+    )
     assert "num_updates" in proc.stdout  # it trained
     # from the converted weights: 3 updates at lr 1e-4 move them little (a fresh model is 0.3 away)
     converted = torch.load(out / "model.pt", weights_only=False)["model"]

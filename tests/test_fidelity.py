@@ -244,17 +244,35 @@ def test_a_lambda_that_returns_and_one_that_never_starts(data_bin):
     """Iterations of changing length are counted exactly across schedule points (the update -> iteration
     map is what a resumed run recomputes), and a run whose every weight is 0 is one clear error."""
     task, _ = setup_task(
-        data_bin, "translation_lm", "--langs", "en,de", "--ae-steps", "en,de", "--mt-steps", "de-en",
-        "--lambda-ae", "0:0,5:0,6:1", "--lambda-mt", "0:1,3:0", "--step-per-objective",
-    )  # fmt: skip
+        data_bin,
+        "translation_lm",
+        "--langs",
+        "en,de",
+        "--ae-steps",
+        "en,de",
+        "--mt-steps",
+        "de-en",
+        "--lambda-ae",
+        "0:0,5:0,6:1",
+        "--lambda-mt",
+        "0:1,3:0",
+        "--step-per-objective",
+    )
     lengths = [task.iteration_length(i) for i in range(9)]
     assert lengths == [1, 1, 1, 0, 0, 0, 2, 2, 2], lengths  # MT gone from iteration 3, AE there from 6
     expected = [i for i, n in enumerate(lengths) for _ in range(n)]
     assert [task.update_objectives(u)[1] for u in range(len(expected))] == expected
     task, _ = setup_task(
-        data_bin, "translation_lm", "--langs", "en,de", "--ae-steps", "en", "--lambda-ae", "0:1,2:0",
+        data_bin,
+        "translation_lm",
+        "--langs",
+        "en,de",
+        "--ae-steps",
+        "en",
+        "--lambda-ae",
+        "0:1,2:0",
         "--step-per-objective",
-    )  # fmt: skip
+    )
     assert [task.update_objectives(u)[1] for u in range(2)] == [0, 1]
     with pytest.raises(Exception, match="every objective's weight is 0 from iteration 2"):
         task.update_objectives(2)
@@ -266,9 +284,18 @@ def test_mt_steps_are_drawn_with_replacement(data_bin):
     """XLM's shuf_order for --mt-steps: min(5, n) draws with replacement per iteration (AE and BT:
     each once, in random order)."""
     task, _ = setup_task(
-        data_bin, "translation_lm", "--langs", "en,de,ro", "--ae-steps", "en,de", "--mt-steps", "en-de,de-en,en-ro",
-        "--bt-steps", "en-de-en,de-en-de", "--step-per-objective",
-    )  # fmt: skip
+        data_bin,
+        "translation_lm",
+        "--langs",
+        "en,de,ro",
+        "--ae-steps",
+        "en,de",
+        "--mt-steps",
+        "en-de,de-en,en-ro",
+        "--bt-steps",
+        "en-de-en,de-en-de",
+        "--step-per-objective",
+    )
     plans = [task.iteration_objectives(i) for i in range(3000)]
     assert {len(p) for p in plans} == {2 + 3 + 2} and task.iteration_length(0) == 7
     assert all(sorted(p[:2]) == ["ae_de", "ae_en"] and sorted(p[5:]) == ["bt_de-en-de", "bt_en-de-en"] for p in plans)

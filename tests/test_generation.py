@@ -118,7 +118,7 @@ def test_beam_cache_follows_the_hypotheses_without_moving_their_keys():
                 src_enc=src_enc[alive],
                 src_padding_mask=src[alive].eq(1),
                 cache=cache,
-            )  # fmt: skip
+            )
             for cache in caches
         )
         assert torch.allclose(copied, read_in_place, atol=1e-5), step

@@ -75,14 +75,32 @@ def test_piece_embeddings_put_a_word_beside_its_translation(tmp_path):
     for lang, lines in (("xa", lines_a), ("xb", lines_b)):
         (tmp_path / f"mono.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     data = tmp_path / "bin"
-    run([sys.executable, "-m", "preprocess.prepare", data, "--langs", "xa,xb", "--vocab-size", "700", "--quiet",
-         "--mono", f"train:xa={tmp_path}/mono.xa", "--mono", f"train:xb={tmp_path}/mono.xb"])  # fmt: skip
+    run(
+        [
+            sys.executable,
+            "-m",
+            "preprocess.prepare",
+            data,
+            "--langs",
+            "xa,xb",
+            "--vocab-size",
+            "700",
+            "--quiet",
+            "--mono",
+            f"train:xa={tmp_path}/mono.xa",
+            "--mono",
+            f"train:xb={tmp_path}/mono.xb",
+        ]
+    )
     rows = write_piece_embeddings(induce("xa", lines_a, "xb", lines_b), data, 32, tmp_path / "emb.pt")
     weights = torch.load(tmp_path / "emb.pt")
     index = load_dictionary(str(data)).indices
     assert weights.shape == (len(index), 32) and weights.isnan().any(1).sum() == len(index) - rows
-    pairs = [(index["\u2581" + a], index["\u2581" + b]) for a, b in truth.items() if not a.startswith("anchor")
-             and "\u2581" + a in index and "\u2581" + b in index]  # fmt: skip
+    pairs = [
+        (index["\u2581" + a], index["\u2581" + b])
+        for a, b in truth.items()
+        if not a.startswith("anchor") and "\u2581" + a in index and "\u2581" + b in index
+    ]
     assert len(pairs) >= 200, len(pairs)
     a, b = (weights[[p[i] for p in pairs]] for i in (0, 1))
     nearest = (a @ b.T).argmax(1)
@@ -110,8 +128,20 @@ def test_induce_on_the_sample_finds_frequent_words(tmp_path):
         lines += (DOCS / f"train.en-de.{lang}").read_text(encoding="utf-8").splitlines()[half]
         (tmp_path / f"text.{lang}").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     out = tmp_path / "lex"
-    cmd = [sys.executable, "-m", "xlm_fairseq.evaluation.lexicon", "induce", "--mono", f"de={tmp_path}/text.de",
-           "--mono", f"en={tmp_path}/text.en", "--out", out, "--dict", SHARED / "bli" / "de-en.dev.txt"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "xlm_fairseq.evaluation.lexicon",
+        "induce",
+        "--mono",
+        f"de={tmp_path}/text.de",
+        "--mono",
+        f"en={tmp_path}/text.en",
+        "--out",
+        out,
+        "--dict",
+        SHARED / "bli" / "de-en.dev.txt",
+    ]
     proc = run(cmd)
     assert re.match(r"lexicon de-en: seeded by \d+ strings spelled alike", proc.stdout), proc.stdout
     record = json.loads((out / "lexicon.json").read_text())
@@ -158,9 +188,20 @@ def test_train_plans_tlm_on_word_by_word_pairs_with_lexicon(tmp_path):
     from recipes.lib.inputs import Inputs
     from recipes.train import build_parser
 
-    base = ["--pairs", f"en-de={DOCS}/train.en-de", "--mono", f"en={DOCS}/mono.en", "--mono", f"de={DOCS}/mono.de",
-            "--valid", f"en-de={DOCS}/valid.en-de", "--test", f"en-de={DOCS}/test.en-de",
-            "--work-dir", tmp_path / "w"]  # fmt: skip
+    base = [
+        "--pairs",
+        f"en-de={DOCS}/train.en-de",
+        "--mono",
+        f"en={DOCS}/mono.en",
+        "--mono",
+        f"de={DOCS}/mono.de",
+        "--valid",
+        f"en-de={DOCS}/valid.en-de",
+        "--test",
+        f"en-de={DOCS}/test.en-de",
+        "--work-dir",
+        tmp_path / "w",
+    ]
     proc = run([sys.executable, "-m", "recipes.train", *base, "--unsupervised", "--lexicon", "--plan"])
     assert "TLM on word-by-word pairs of a lexicon induced from the unpaired text" in proc.stdout, proc.stdout
     assert re.search(r"lexicon en-de: \d+ en and \d+ de words from the unpaired text", proc.stdout), proc.stdout
@@ -188,8 +229,10 @@ def test_plan_feeds_the_word_by_word_pairs_where_asked():
     assert plan(()).mlm_steps() == "de,en" and "--mt-steps" not in plan(()).objectives()
     assert plan(("cs",)).mlm_steps() == "de,en" and "--mt-steps" not in plan(("cs",)).objectives()
     line = plan(("tlm", "cs", "emb")).lexicon_line()
-    assert line == ("; TLM on word-by-word pairs and MLM on code-switched lines and piece embeddings from the word "
-                    "vectors of a lexicon induced from the unpaired text")  # fmt: skip
+    assert line == (
+        "; TLM on word-by-word pairs and MLM on code-switched lines and piece embeddings from the word "
+        "vectors of a lexicon induced from the unpaired text"
+    )
     assert plan(("tlm",)).mlm_steps() == "de,en,en-de" and "--mt-steps" not in plan(("tlm",)).objectives()
     both = plan(("tlm", "mt")).objectives()
     assert both[both.index("--mt-steps") + 1] == "en-de,de-en"
@@ -218,9 +261,22 @@ def test_train_plans_mlm_on_code_switched_copies_with_lexicon_cs(tmp_path):
     from recipes.lib.inputs import Inputs
     from recipes.train import build_parser
 
-    base = ["--pairs", f"en-de={DOCS}/train.en-de", "--mono", f"en={DOCS}/mono.en", "--mono", f"de={DOCS}/mono.de",
-            "--valid", f"en-de={DOCS}/valid.en-de", "--test", f"en-de={DOCS}/test.en-de",
-            "--work-dir", tmp_path / "w", "--unsupervised", "--plan"]  # fmt: skip
+    base = [
+        "--pairs",
+        f"en-de={DOCS}/train.en-de",
+        "--mono",
+        f"en={DOCS}/mono.en",
+        "--mono",
+        f"de={DOCS}/mono.de",
+        "--valid",
+        f"en-de={DOCS}/valid.en-de",
+        "--test",
+        f"en-de={DOCS}/test.en-de",
+        "--work-dir",
+        tmp_path / "w",
+        "--unsupervised",
+        "--plan",
+    ]
     proc = run([sys.executable, "-m", "recipes.train", *base, "--lexicon", "cs"])
     assert "MLM on code-switched lines of a lexicon induced from the unpaired text" in proc.stdout, proc.stdout
     assert re.search(r"lexicon en-de: .*, \d+ lines code-switched, \d+ s", proc.stdout), proc.stdout

@@ -74,8 +74,10 @@ def test_bf16_on_cpu_pads_batches_to_shape_buckets(case):
     tokens[1, 6:] = 1  # <pad>
     kw = {"langs": torch.tensor([0, 1, 2])}
     if case == "tlm":  # positions restart for the second sentence, a language per position
-        kw = {"positions": torch.cat([torch.arange(5), torch.arange(4)]).expand(3, 9),
-              "langs": torch.tensor([0] * 5 + [1] * 4).expand(3, 9)}  # fmt: skip
+        kw = {
+            "positions": torch.cat([torch.arange(5), torch.arange(4)]).expand(3, 9),
+            "langs": torch.tensor([0] * 5 + [1] * 4).expand(3, 9),
+        }
     if case == "decoder":
         src_mask = torch.zeros(3, 11, dtype=torch.bool)
         src_mask[2, 8:] = True
@@ -88,8 +90,11 @@ def test_bf16_on_cpu_pads_batches_to_shape_buckets(case):
     if case == "tlm":
         by_hand["positions"] = F.pad(kw["positions"], (0, 7, 0, 1))
     if case == "decoder":
-        by_hand.update(causal=True, src_enc=F.pad(kw["src_enc"], (0, 0, 0, 0, 0, 1)).to(torch.bfloat16),
-                       src_padding_mask=F.pad(src_mask, (0, 0, 0, 1), value=True))  # fmt: skip
+        by_hand.update(
+            causal=True,
+            src_enc=F.pad(kw["src_enc"], (0, 0, 0, 0, 0, 1)).to(torch.bfloat16),
+            src_padding_mask=F.pad(src_mask, (0, 0, 0, 1), value=True),
+        )
     padded = m(F.pad(tokens, (0, 7, 0, 1), value=1), **by_hand)
     assert out.shape == (3, 9, 32) and torch.equal(out, padded[:3, :9])
     assert (out.float() - fp32(tokens, **kw)).abs().max() < 0.1
@@ -373,10 +378,12 @@ def _xlm_parameters(n_words, n_langs, dim, ffn, enc_layers, dec_layers):
     [
         (["--arch", "xlm_1024"], (1024, 4096, 6, 6, 8)),  # XLM's --emb_dim 1024 --n_layers 6 --n_heads 8
         (["--arch", "xlm_512"], (512, 2048, 6, 6, 8)),
-        (["--arch", "xlm_tiny", "--encoder-layers", "3", "--encoder-embed-dim", "128", "--decoder-embed-dim", "128"],
-         (128, 512, 3, 2, 4)),  # overrides win; the FFN follows the dimension (4 x)
+        (
+            ["--arch", "xlm_tiny", "--encoder-layers", "3", "--encoder-embed-dim", "128", "--decoder-embed-dim", "128"],
+            (128, 512, 3, 2, 4),
+        ),  # overrides win; the FFN follows the dimension (4 x)
     ],
-)  # fmt: skip
+)
 def test_arch_builds_a_model_of_xlms_size(argv, dims, tmp_path):
     """What fairseq-train builds from --arch (and overrides), through the task: the parameter count of
     XLM's model of those dimensions, and its number of heads (built on the meta device: no memory is

@@ -91,8 +91,9 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     # ... and which of those trained (recipes/lib/trained.py reads the stage's log)
     assert re.search(r"^   trained to update \d+: MT de-en en-de, AE ", proc.stdout, re.M), proc.stdout[-3000:]
     # ... and which checkpoint is scored and exported: the best validation BLEU of both directions
-    scored = re.search(r"^   scored: checkpoint_best.pt, update (\d+) of (\d+), valid bleu_tok_mean [0-9.]+$",
-                       proc.stdout, re.M)  # fmt: skip
+    scored = re.search(
+        r"^   scored: checkpoint_best.pt, update (\d+) of (\d+), valid bleu_tok_mean [0-9.]+$", proc.stdout, re.M
+    )
     assert scored and int(scored[1]) <= int(scored[2]), proc.stdout[-3000:]
     assert "copy source" in proc.stdout and "recipes/ablation.sh" in proc.stdout
     for test_set, lines in (("test", 100), ("yours", 40)):

@@ -51,9 +51,24 @@ def test_shellcheck(script):
 def test_help(tmp_path, script):
     result = recipe(script, "--help", cwd=tmp_path)
     assert result.returncode == 0 and result.stderr == ""
-    for option in ("--stage", "--stop-stage", "--gpus", "--fp16", "--data-dir", "--work-dir", "--mono-sentences",
-                   "--vocab-size", "--init", "--max-update", "--dry-run", "--accept-new-checksums", "--checksums",
-                   "--smoke", "UNVERIFIED", "checksums.lock"):  # fmt: skip
+    for option in (
+        "--stage",
+        "--stop-stage",
+        "--gpus",
+        "--fp16",
+        "--data-dir",
+        "--work-dir",
+        "--mono-sentences",
+        "--vocab-size",
+        "--init",
+        "--max-update",
+        "--dry-run",
+        "--accept-new-checksums",
+        "--checksums",
+        "--smoke",
+        "UNVERIFIED",
+        "checksums.lock",
+    ):
         assert option in result.stdout, option
     assert ("--supervised" in result.stdout) == (script == ENRO)
     assert tree(tmp_path) == []
@@ -101,10 +116,17 @@ def test_xnli_refuses_archives_that_are_not_the_published_ones(tmp_path):
 
 @pytest.mark.parametrize(
     "args,needle",
-    [(["--stage", "0"], "--stage"), (["--gpus", "0", "--fp16"], "--fp16"), (["--lr", "fast"], "--lr"),
-     (["--batch-size", "0"], "--batch-size"), (["--model"], "--model needs a value"), (["--frob"], "unknown option"),
-     (["--langs", "en,xx"], "--langs: 'xx' is not an XNLI language"), (["--langs", "en de"], "--langs must be")],
-)  # fmt: skip
+    [
+        (["--stage", "0"], "--stage"),
+        (["--gpus", "0", "--fp16"], "--fp16"),
+        (["--lr", "fast"], "--lr"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--model"], "--model needs a value"),
+        (["--frob"], "unknown option"),
+        (["--langs", "en,xx"], "--langs: 'xx' is not an XNLI language"),
+        (["--langs", "en de"], "--langs must be"),
+    ],
+)
 def test_xnli_bad_options(tmp_path, args, needle):
     result = recipe(XNLI, *args, "--dry-run", cwd=tmp_path)
     assert result.returncode == 2 and result.stdout == "" and tree(tmp_path) == []

@@ -18,11 +18,19 @@ FAILING = ["sh", "-c", "for i in $(seq 1 20); do echo line $i; echo 'UserWarning
 
 def test_a_failed_command_is_one_error_line_and_its_log_tail_in_bash_and_python(tmp_path):
     log = tmp_path / "step.log"
-    bash = subprocess.run(["bash", "-c", f'RECIPE=demo; source "{RECIPES}/lib/stages.sh"; run_logged "$@"', "-",
-                           log, *FAILING], capture_output=True, text=True, env=env(PYTHONPATH=str(ROOT)))  # fmt: skip
+    bash = subprocess.run(
+        ["bash", "-c", f'RECIPE=demo; source "{RECIPES}/lib/stages.sh"; run_logged "$@"', "-", log, *FAILING],
+        capture_output=True,
+        text=True,
+        env=env(PYTHONPATH=str(ROOT)),
+    )
     driver = "from recipes.lib.driver import Driver; d = Driver(); d.name = 'demo'; d.run(sys.argv[2:], sys.argv[1])"
-    python = subprocess.run([sys.executable, "-c", f"import sys; {driver}", log, *FAILING], capture_output=True,
-                            text=True, env=env(PYTHONPATH=str(ROOT)))  # fmt: skip
+    python = subprocess.run(
+        [sys.executable, "-c", f"import sys; {driver}", log, *FAILING],
+        capture_output=True,
+        text=True,
+        env=env(PYTHONPATH=str(ROOT)),
+    )
     for result in (bash, python):
         assert result.returncode == 1 and result.stdout == ""
         assert result.stderr.splitlines() == [

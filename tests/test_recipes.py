@@ -59,14 +59,30 @@ def test_wmt16_listing_is_xlms_unsupervised_mt(tmp_path, script, other):
         assert_options(cmd, step_per_objective=True, clip_norm="5", arch="xlm_1024", validate_interval_updates="6250")
         assert opt(cmd, "--patience") == "10" and opt(cmd, "--mt-steps") is None and float(opt(cmd, "--lr")) == 1e-4
     # pretraining: MLM on both languages, XLM's Adam (0.9, 0.999) without decay, selected on its metric
-    assert_options(pre, mlm_steps=f"en,{other}", tokens_per_sample="256", batch_size="32", mask_prob="0.15",
-                   mask_keep_rand="0.8,0.1,0.1", best_checkpoint_metric="mlm_fullmask_ppl")  # fmt: skip
+    assert_options(
+        pre,
+        mlm_steps=f"en,{other}",
+        tokens_per_sample="256",
+        batch_size="32",
+        mask_prob="0.15",
+        mask_keep_rand="0.8,0.1,0.1",
+        best_checkpoint_metric="mlm_fullmask_ppl",
+    )
     assert_shared_optimiser(pre, adam_betas="(0.9,0.999)", lr_scheduler="fixed")
     # translation from it: denoising AE fading out along XLM's λ schedule, online BT both ways
     assert opt(mt, "--pretrained-xlm-checkpoint") == str(work / "checkpoints" / "pretrain" / "checkpoint_best.pt")
-    assert_options(mt, ae_steps=f"en,{other}", bt_steps=f"en-{other}-en,{other}-en-{other}", bt_max_len_a="1.3",
-                   bt_max_len_b="5", word_shuffle="3", word_dropout="0.1", word_blank="0.1", max_tokens="2000",
-                   valid_lang_pairs=f"en-{other},{other}-en")  # fmt: skip
+    assert_options(
+        mt,
+        ae_steps=f"en,{other}",
+        bt_steps=f"en-{other}-en,{other}-en-{other}",
+        bt_max_len_a="1.3",
+        bt_max_len_b="5",
+        word_shuffle="3",
+        word_dropout="0.1",
+        word_blank="0.1",
+        max_tokens="2000",
+        valid_lang_pairs=f"en-{other},{other}-en",
+    )
     assert opt(mt, "--best-checkpoint-metric") == f"bleu_tok_en-{other}"  # XLM's valid_en-xx_mt_bleu
     ae, bt = (PiecewiseLinearFn.from_string(opt(mt, f"--lambda-{k}")) for k in ("ae", "bt"))
     assert [ae(n) for n in (0, 50000, 100000, 300000, 10**6)] == pytest.approx([1, 0.55, 0.1, 0, 0])
@@ -95,8 +111,15 @@ def test_wmt16_en_ro_listing_supervised(tmp_path):
     prep = find_one(commands, "python", "-m", "preprocess.prepare")
     assert f"train:en-ro={work / 'raw' / 'train.en-ro'}" in prep and opt(prep, "--ro-remove-diacritics") is True
     mt = find_one(commands, "fairseq-train", having=("--task", "translation_lm"))
-    assert_options(mt, mt_steps="en-ro,ro-en", ae_steps="en,ro", bt_steps="en-ro-en,ro-en-ro", fp16=True,
-                   distributed_world_size="4", max_update="1000")  # fmt: skip
+    assert_options(
+        mt,
+        mt_steps="en-ro,ro-en",
+        ae_steps="en,ro",
+        bt_steps="en-ro-en,ro-en-ro",
+        fp16=True,
+        distributed_world_size="4",
+        max_update="1000",
+    )
     assert opt(mt, "--save-dir") == str(work / "checkpoints" / "nmt_bt")
     # into Romanian also against the reference without diacritics (the model writes none)
     assert len([c for c in find(commands, "sacrebleu") if opt(c, "-l") == "en-ro"]) == 6
@@ -147,10 +170,22 @@ def test_xnli_listing_is_xlms_fine_tuning(tmp_path):
     train = find_one(commands, "fairseq-train")
     # XLM's glue-xnli.py: Adam (0.9, 0.999) lr 2.5e-5 without decay or clipping, batches of 8, max_len 256,
     # all layers, 20,000-pair epochs
-    assert_options(train, task="xlm_classification", pretrained_xlm_checkpoint=f"{work}/model", arch="xlm_1024",
-                   encoder_layers="12", train_langs="en", valid_langs=XNLI_LANGS, truncate_len="256",
-                   finetune_layers="0:_1", batch_size="8", lr="2.5e-5", validate_interval_updates="2500",
-                   best_checkpoint_metric="acc", distributed_world_size="1")  # fmt: skip
+    assert_options(
+        train,
+        task="xlm_classification",
+        pretrained_xlm_checkpoint=f"{work}/model",
+        arch="xlm_1024",
+        encoder_layers="12",
+        train_langs="en",
+        valid_langs=XNLI_LANGS,
+        truncate_len="256",
+        finetune_layers="0:_1",
+        batch_size="8",
+        lr="2.5e-5",
+        validate_interval_updates="2500",
+        best_checkpoint_metric="acc",
+        distributed_world_size="1",
+    )
     assert_shared_optimiser(train, adam_betas="(0.9,0.999)", lr_scheduler="fixed", clip_norm="0")
     test = find_one(commands, "python", "-m", "xlm_fairseq.inference.classify")
     assert [c for c in test if c.endswith(".tsv")] == [f"{work}/xnli/test.{x}.tsv" for x in XNLI_LANGS.split(",")]
@@ -160,8 +195,13 @@ def test_xnli_listing_is_xlms_fine_tuning(tmp_path):
     model = tmp_path / "mine.pt"
     commands, _ = dry_run(tmp_path, XNLI, "--model", model, "--gpus", "0", "--langs", "en,de", "--stage", "3")
     assert not find(commands, "python", "-m", "xlm_fairseq.convert") and not downloads(commands)
-    assert_options(find_one(commands, "fairseq-train"), pretrained_xlm_checkpoint=str(model), cpu=True,
-                   valid_langs="en,de", distributed_world_size=None)  # fmt: skip
+    assert_options(
+        find_one(commands, "fairseq-train"),
+        pretrained_xlm_checkpoint=str(model),
+        cpu=True,
+        valid_langs="en,de",
+        distributed_world_size=None,
+    )
 
 
 # the shared optimiser's values, as a recipe would write them out in a command
@@ -174,12 +214,19 @@ SHARED_VALUES = re.compile(
 def test_the_shared_optimiser_flags_are_written_in_one_place():
     places = [p for p in sorted((ROOT / "recipes").rglob("*")) if p.suffix in (".sh", ".py") and "data" not in p.parts]
     places += [ROOT / "bench" / "run.py", ROOT / "tests" / "conftest.py"]
-    written = [f"{p.relative_to(ROOT)}: {line.strip()}" for p in places
-               for line in p.read_text(encoding="utf-8").splitlines()
-               if SHARED_VALUES.search(line) and not line.lstrip().startswith("#")]  # fmt: skip
+    written = [
+        f"{p.relative_to(ROOT)}: {line.strip()}"
+        for p in places
+        for line in p.read_text(encoding="utf-8").splitlines()
+        if SHARED_VALUES.search(line) and not line.lstrip().startswith("#")
+    ]
     assert written == []
-    assert read_optim_flags() == {"--optimizer": "adam", "--adam-betas": "(0.9,0.98)",
-                                  "--lr-scheduler": "inverse_sqrt", "--clip-norm": "5"}  # fmt: skip
+    assert read_optim_flags() == {
+        "--optimizer": "adam",
+        "--adam-betas": "(0.9,0.98)",
+        "--lr-scheduler": "inverse_sqrt",
+        "--clip-norm": "5",
+    }
 
 
 # ------------------------------------------------------------------------------------------------
@@ -232,8 +279,9 @@ def test_wmt16_en_de_smoke_runs_every_stage(tmp_path):
 @pytest.mark.slow
 def test_wmt16_en_ro_smoke_runs_every_stage_supervised(tmp_path):
     mirror, work = wmt16_mirror(tmp_path / "mirror", "en-ro", valid=24, test=24), tmp_path / "w"
-    result = run_recipe("wmt16_en_ro.sh", "--smoke", "--supervised", "--data-dir", mirror, "--work-dir", work,
-                        "--accept-new-checksums")  # fmt: skip
+    result = run_recipe(
+        "wmt16_en_ro.sh", "--smoke", "--supervised", "--data-dir", mirror, "--work-dir", work, "--accept-new-checksums"
+    )
     assert_wmt16_smoke(work, "en-ro", ("en-ro", "ro-en"), result)
     # the parallel data out of both archives, MT steps beside AE + BT; into Romanian also without diacritics
     assert len((work / "raw" / "train.en-ro.ro").read_text(encoding="utf-8").splitlines()) == 600
@@ -247,13 +295,29 @@ def test_xnli_smoke_runs_every_stage(tmp_path, pretrained):
     """With a tiny model of ours (en, de, ro): fine-tuned on the MultiNLI stand-in, tested in en and de."""
     mirror, work = xnli_mirror(tmp_path / "mirror", langs=("en", "de")), tmp_path / "w"
     sums = checksums_file(tmp_path / "mirror.sha256", sorted(mirror.glob("*.zip")))
-    result = run_recipe("xnli.sh", "--smoke", "--langs", "en,de", "--model", pretrained, "--data-dir", mirror,
-                        "--checksums", sums, "--work-dir", work)  # fmt: skip
+    result = run_recipe(
+        "xnli.sh",
+        "--smoke",
+        "--langs",
+        "en,de",
+        "--model",
+        pretrained,
+        "--data-dir",
+        mirror,
+        "--checksums",
+        sums,
+        "--work-dir",
+        work,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert sorted(p.name for p in (work / ".stages").glob("*.done")) == [f"{n}.done" for n in range(1, 6)]
     assert sorted(p.name for p in (work / "xnli").glob("*.tsv")) == [
-        "test.de.tsv", "test.en.tsv", "train.en.tsv", "valid.de.tsv", "valid.en.tsv"
-    ]  # fmt: skip
+        "test.de.tsv",
+        "test.en.tsv",
+        "train.en.tsv",
+        "valid.de.tsv",
+        "valid.en.tsv",
+    ]
     accuracy = json.loads((work / "test_accuracy.json").read_text())
     acc = {name.split(".")[1]: result["accuracy"] for name, result in accuracy.items()}
     assert sorted(acc) == ["de", "en"]

@@ -39,10 +39,25 @@ def _train_records(text):
 
 def _lm_command(data_bin, save):
     return [
-        BIN / "fairseq-train", data_bin, *PRETRAIN_ARGS, "--langs", "en,de,ro", "--mlm-steps", "en,de,ro,en-de,en-ro",
-        "--lg-sampling-factor", "0.5", "--step-per-objective", "--max-update", "36", "--save-interval-updates", "12",
-        "--save-dir", save, "--log-interval", "1",
-    ]  # fmt: skip
+        BIN / "fairseq-train",
+        data_bin,
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en,de,ro",
+        "--mlm-steps",
+        "en,de,ro,en-de,en-ro",
+        "--lg-sampling-factor",
+        "0.5",
+        "--step-per-objective",
+        "--max-update",
+        "36",
+        "--save-interval-updates",
+        "12",
+        "--save-dir",
+        save,
+        "--log-interval",
+        "1",
+    ]
 
 
 def _kill_after_first_checkpoint(cmd):
@@ -188,9 +203,19 @@ def test_two_cpu_processes_train_and_validate_like_one(task, data_bin, pretraine
 
 def test_distributed_cpu_refuses_options_it_sets(data_bin, tmp_path):
     proc = run(
-        [sys.executable, "-m", "xlm_fairseq.distributed.cpu_launcher", "--nproc", "2", BIN / "fairseq-train", data_bin,
-         "--distributed-world-size", "4"], ok=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "xlm_fairseq.distributed.cpu_launcher",
+            "--nproc",
+            "2",
+            BIN / "fairseq-train",
+            data_bin,
+            "--distributed-world-size",
+            "4",
+        ],
+        ok=False,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "distributed_cpu: error: --distributed-world-size is set by this launcher; leave it out of the fairseq command"
@@ -199,9 +224,24 @@ def test_distributed_cpu_refuses_options_it_sets(data_bin, tmp_path):
 
 def test_a_bad_option_is_one_error_line_per_rank(data_bin, tmp_path):
     proc = run(
-        [sys.executable, "-m", "xlm_fairseq.distributed.cpu_launcher", "--nproc", "2", BIN / "fairseq-train", data_bin,
-         *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "fr", "--save-dir", tmp_path / "save"], ok=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "xlm_fairseq.distributed.cpu_launcher",
+            "--nproc",
+            "2",
+            BIN / "fairseq-train",
+            data_bin,
+            *PRETRAIN_ARGS,
+            "--langs",
+            "en,de",
+            "--mlm-steps",
+            "fr",
+            "--save-dir",
+            tmp_path / "save",
+        ],
+        ok=False,
+    )
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert len(errors) == 2, proc.stderr[-3000:]
@@ -225,9 +265,24 @@ def _children(pid):
 def test_a_rank_that_dies_stops_the_others(data_bin, tmp_path):
     """Rank 1 killed mid-training: rank 0 would wait for it forever in the next all-reduce; the
     launcher stops it and exits non-zero, leaving no process behind."""
-    cmd = [BIN / "xlm-fairseq-distributed-cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
-           *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en,de", "--max-update", "100000",
-           "--save-dir", tmp_path / "save", "--log-interval", "1"]  # fmt: skip
+    cmd = [
+        BIN / "xlm-fairseq-distributed-cpu",
+        "--nproc",
+        "2",
+        BIN / "fairseq-train",
+        data_bin,
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en,de",
+        "--mlm-steps",
+        "en,de",
+        "--max-update",
+        "100000",
+        "--save-dir",
+        tmp_path / "save",
+        "--log-interval",
+        "1",
+    ]
     launcher = subprocess.Popen(
         [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env(), cwd=ROOT
     )
@@ -277,9 +332,22 @@ def test_a_rank_that_fails_in_an_objective_stops_every_rank_with_the_reason(data
     (plugin / "__init__.py").write_text(FAILING_RANK_PLUGIN)
     args = [a if a != ROOT / "xlm_fairseq" else plugin for a in UNMT_ARGS]
     args = [a if a != "translation_lm" else "translation_lm_failing_rank" for a in args]
-    cmd = [BIN / "xlm-fairseq-distributed-cpu", "--nproc", "2", BIN / "fairseq-train", data_bin,
-           *args, *UNMT_STEPS, "--pretrained-xlm-checkpoint", pretrained, "--max-update", "20",
-           "--disable-validation", "--save-dir", tmp_path / "save"]  # fmt: skip
+    cmd = [
+        BIN / "xlm-fairseq-distributed-cpu",
+        "--nproc",
+        "2",
+        BIN / "fairseq-train",
+        data_bin,
+        *args,
+        *UNMT_STEPS,
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--max-update",
+        "20",
+        "--disable-validation",
+        "--save-dir",
+        tmp_path / "save",
+    ]
     proc = run(cmd, ok=False, timeout=600)
     assert proc.returncode != 0
     # torch prefixes a rank's traceback lines with "[rankN]: "
@@ -407,10 +475,29 @@ def test_sigkill_at_random_moments_of_unmt_training_loses_nothing(data_bin, pret
     args = [a if a != ROOT / "xlm_fairseq" else plugin for a in UNMT_ARGS]
 
     def command(save):
-        return [BIN / "fairseq-train", data_bin, *args, *UNMT_STEPS, "--pretrained-xlm-checkpoint", pretrained,
-                "--valid-lang-pairs", "de-en,en-de", "--max-update", "24", "--validate-interval-updates", "6",
-                "--save-interval-updates", "6", "--no-epoch-checkpoints", "--save-dir", save, "--log-interval", "1",
-                "--log-format", "json"]  # fmt: skip
+        return [
+            BIN / "fairseq-train",
+            data_bin,
+            *args,
+            *UNMT_STEPS,
+            "--pretrained-xlm-checkpoint",
+            pretrained,
+            "--valid-lang-pairs",
+            "de-en,en-de",
+            "--max-update",
+            "24",
+            "--validate-interval-updates",
+            "6",
+            "--save-interval-updates",
+            "6",
+            "--no-epoch-checkpoints",
+            "--save-dir",
+            save,
+            "--log-interval",
+            "1",
+            "--log-format",
+            "json",
+        ]
 
     def records(text):
         valid = {int(r["valid_num_updates"]): r for r in json_logs(text, "valid")}

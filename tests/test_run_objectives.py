@@ -163,9 +163,20 @@ def test_train_step_trains_the_updates_objectives(data_bin, steps, n_objectives,
 def test_translation_objectives_weigh_by_their_lambda(data_bin):
     """translation_lm passes each objective's lambda: AE at 0.5 and MT at 1 in update 0."""
     task, model, criterion, sample = _task(
-        data_bin, "translation_lm", "--langs", "en,de", "--ae-steps", "de", "--mt-steps", "en-de",
-        "--lambda-ae", "0.5", "--max-tokens", "600", *NO_DROPOUT,
-    )  # fmt: skip
+        data_bin,
+        "translation_lm",
+        "--langs",
+        "en,de",
+        "--ae-steps",
+        "de",
+        "--mt-steps",
+        "en-de",
+        "--lambda-ae",
+        "0.5",
+        "--max-tokens",
+        "600",
+        *NO_DROPOUT,
+    )
     keys, _ = task.update_objectives(0)
     assert sorted(keys) == ["ae_de", "mt_en-de"]
     weights = {"ae_de": 0.5, "mt_en-de": 1.0}

@@ -23,8 +23,13 @@ ZH = [
     "文件已成功保存到磁盘。",
     "打开设置菜单并选择语言。",
 ]
-EN = ["Click OK to save the file.", "This program runs on Linux.", "Please enter your user name and password.",
-      "The file was saved to disk.", "Open the settings menu and choose a language."]  # fmt: skip
+EN = [
+    "Click OK to save the file.",
+    "This program runs on Linux.",
+    "Please enter your user name and password.",
+    "The file was saved to disk.",
+    "Open the settings menu and choose a language.",
+]
 
 
 def test_segmenters_cut_words_and_detokenising_joins_them_without_spaces():
@@ -44,13 +49,18 @@ def test_segmenters_are_chosen_per_language_and_checked():
         "th": "pythainlp",
     }
     assert segment.parse_segmenters(["zh=none"], ["en", "zh"]) == {}
-    for value, message in (("zh", "expected LANG=NAME"), ("ko=jieba", "language 'ko' is not in --langs en,zh"),
-                           ("zh=kytea", "unknown segmenter 'kytea'")):  # fmt: skip
+    for value, message in (
+        ("zh", "expected LANG=NAME"),
+        ("ko=jieba", "language 'ko' is not in --langs en,zh"),
+        ("zh=kytea", "unknown segmenter 'kytea'"),
+    ):
         with pytest.raises(UserError, match=message):
             segment.parse_segmenters([value], ["en", "zh"])
     with pytest.raises(UserError, match="segmenters must map languages to one of"):
-        PipelineSettings.from_dict({"format": 1, "subwords": "sentencepiece", "subword_model": "spm.model",
-                                    "segmenters": {"zh": "stanford"}}, "text_pipeline.json")  # fmt: skip
+        PipelineSettings.from_dict(
+            {"format": 1, "subwords": "sentencepiece", "subword_model": "spm.model", "segmenters": {"zh": "stanford"}},
+            "text_pipeline.json",
+        )
 
 
 def test_a_missing_segmenter_package_is_one_line_naming_it(monkeypatch):
@@ -74,10 +84,25 @@ def test_chinese_sample_round_trips_through_the_pipeline(tmp_path):
     for lang, lines in (("zh", ZH), ("en", EN)):
         (tmp_path / f"train.en-zh.{lang}").write_text("".join(f"{x}\n" for x in lines * 20), encoding="utf-8")
     data = tmp_path / "bin"
-    proc = subprocess.run([sys.executable, "-m", "preprocess.prepare", data, "--langs", "en,zh", "--para",
-                           f"train:en-zh={tmp_path}/train.en-zh", "--vocab-size", "300", "--vocab-size-soft",
-                           "--quiet"],
-                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "preprocess.prepare",
+            data,
+            "--langs",
+            "en,zh",
+            "--para",
+            f"train:en-zh={tmp_path}/train.en-zh",
+            "--vocab-size",
+            "300",
+            "--vocab-size-soft",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads((data / "text_pipeline.json").read_text())["segmenters"] == {"zh": "jieba"}
     assert json.loads((data / "manifest.json").read_text())["options"]["segmenters"] == {"zh": "jieba"}

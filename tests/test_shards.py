@@ -20,8 +20,22 @@ def second_shard(data_bin, tmp_path_factory):
         (root / f"mono.{lang}").write_text("".join(lines), encoding="utf-8")
         args += ["--mono", f"train:{lang}={root / f'mono.{lang}'}"]
     shard = root / "data-bin-2"
-    run([sys.executable, "-m", "preprocess.prepare", shard, "--langs", "en,de", "--spm-model", data_bin / "spm.model",
-         "--dict", data_bin / "dict.txt", *args, "--quiet"])  # fmt: skip
+    run(
+        [
+            sys.executable,
+            "-m",
+            "preprocess.prepare",
+            shard,
+            "--langs",
+            "en,de",
+            "--spm-model",
+            data_bin / "spm.model",
+            "--dict",
+            data_bin / "dict.txt",
+            *args,
+            "--quiet",
+        ]
+    )
     return shard
 
 
@@ -34,9 +48,19 @@ def test_pretraining_reads_one_shard_per_epoch(data_bin, second_shard, tmp_path)
     """Epoch 1 from the first shard, epoch 2 from the second (fairseq loads the next epoch's data as
     an epoch ends, so one epoch shows both)."""
     proc = fairseq(
-        "train", f"{data_bin}:{second_shard}", *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en,de",
-        "--max-epoch", "1", "--no-save", "--log-interval", "1000",
-    )  # fmt: skip
+        "train",
+        f"{data_bin}:{second_shard}",
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en,de",
+        "--mlm-steps",
+        "en,de",
+        "--max-epoch",
+        "1",
+        "--no-save",
+        "--log-interval",
+        "1000",
+    )
     log = proc.stdout + proc.stderr
     assert "2 shards" in log
     assert _read_from(log, "train", "mlm_en") == [f"{data_bin}/train.en", f"{second_shard}/train.en"]
@@ -44,10 +68,23 @@ def test_pretraining_reads_one_shard_per_epoch(data_bin, second_shard, tmp_path)
 
 def test_translation_reads_one_shard_per_epoch(pretrained, data_bin, second_shard, tmp_path):
     proc = fairseq(
-        "train", f"{second_shard}:{data_bin}", *UNMT_ARGS, "--langs", "en,de", "--ae-steps", "en,de",
-        "--disable-validation", "--max-epoch", "1", "--pretrained-xlm-checkpoint", pretrained,
-        "--save-dir", tmp_path / "ckpt", "--log-interval", "1000",
-    )  # fmt: skip
+        "train",
+        f"{second_shard}:{data_bin}",
+        *UNMT_ARGS,
+        "--langs",
+        "en,de",
+        "--ae-steps",
+        "en,de",
+        "--disable-validation",
+        "--max-epoch",
+        "1",
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--save-dir",
+        tmp_path / "ckpt",
+        "--log-interval",
+        "1000",
+    )
     log = proc.stdout + proc.stderr
     # epoch 1 from the first shard named (400 lines a language), epoch 2 from the next (3,000)
     sizes = [int(n) for n in re.findall(r"train ae_en: (\d+) sentences", log)]
@@ -58,12 +95,34 @@ def test_a_shard_with_another_dictionary_is_one_line(data_bin, tmp_path):
     other = tmp_path / "other"
     mono = tmp_path / "mono.en"
     mono.write_text("".join((SAMPLE / "en-de" / "mono.en").read_text().splitlines(True)[:300]))
-    run([sys.executable, "-m", "preprocess.prepare", other, "--langs", "en", "--vocab-size", "300",
-         "--mono", f"train:en={mono}", "--quiet"])  # fmt: skip
+    run(
+        [
+            sys.executable,
+            "-m",
+            "preprocess.prepare",
+            other,
+            "--langs",
+            "en",
+            "--vocab-size",
+            "300",
+            "--mono",
+            f"train:en={mono}",
+            "--quiet",
+        ]
+    )
     proc = fairseq(
-        "train", f"{data_bin}:{other}", *PRETRAIN_ARGS, "--langs", "en", "--mlm-steps", "en", "--max-update", "1",
-        "--no-save", ok=False,
-    )  # fmt: skip
+        "train",
+        f"{data_bin}:{other}",
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en",
+        "--mlm-steps",
+        "en",
+        "--max-update",
+        "1",
+        "--no-save",
+        ok=False,
+    )
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert proc.returncode != 0 and len(errors) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert f"{other}/dict.txt: not the dictionary of {data_bin}/dict.txt" in errors[0]

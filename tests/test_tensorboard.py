@@ -27,9 +27,21 @@ def scalar_tags(logdir):
 def test_pretraining_curves(data_bin, tmp_path):
     logdir = tmp_path / "tb"
     fairseq(
-        "train", data_bin, *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en,de,en-de", "--max-update", "4",
-        "--log-interval", "2", "--no-save", "--tensorboard-logdir", logdir,
-    )  # fmt: skip
+        "train",
+        data_bin,
+        *PRETRAIN_ARGS,
+        "--langs",
+        "en,de",
+        "--mlm-steps",
+        "en,de,en-de",
+        "--max-update",
+        "4",
+        "--log-interval",
+        "2",
+        "--no-save",
+        "--tensorboard-logdir",
+        logdir,
+    )
     tags = scalar_tags(logdir)
     inner = tags["train_inner"]
     for tag in ("mlm_en_loss", "mlm_de_loss", "tlm_en-de_loss", "loss", "lr", "wps"):
@@ -40,11 +52,30 @@ def test_pretraining_curves(data_bin, tmp_path):
 def test_translation_curves_with_validation_bleu(pretrained, data_bin, tmp_path):
     logdir = tmp_path / "tb"
     fairseq(
-        "train", data_bin, *UNMT_ARGS, "--langs", "en,de", "--ae-steps", "en,de", "--bt-steps", "en-de-en,de-en-de",
-        "--valid-lang-pairs", "de-en,en-de", "--max-update", "4", "--validate-interval-updates", "4",
-        "--log-interval", "2", "--pretrained-xlm-checkpoint", pretrained, "--save-dir", tmp_path / "ckpt",
-        "--tensorboard-logdir", logdir,
-    )  # fmt: skip
+        "train",
+        data_bin,
+        *UNMT_ARGS,
+        "--langs",
+        "en,de",
+        "--ae-steps",
+        "en,de",
+        "--bt-steps",
+        "en-de-en,de-en-de",
+        "--valid-lang-pairs",
+        "de-en,en-de",
+        "--max-update",
+        "4",
+        "--validate-interval-updates",
+        "4",
+        "--log-interval",
+        "2",
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--save-dir",
+        tmp_path / "ckpt",
+        "--tensorboard-logdir",
+        logdir,
+    )
     tags = scalar_tags(logdir)
     for tag in ("ae_en_loss", "bt_de-en-de_loss", "bt_en-de-en_loss", "lambda_bt"):
         assert tag in tags["train_inner"], sorted(tags["train_inner"])

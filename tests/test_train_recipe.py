@@ -23,8 +23,14 @@ ENRO = SAMPLE / "en-ro"
 def _train(*args, env_extra=None, timeout=1200):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", PYTHON=sys.executable)
     env.update(env_extra or {})
-    return subprocess.run(["bash", ROOT / "recipes" / "train.sh", *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        ["bash", ROOT / "recipes" / "train.sh", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+    )
 
 
 def _write(path, lines):
@@ -92,8 +98,12 @@ def test_unpaired_text_keeps_no_pair():
     """Without supervision: the English of the pairs' first half, the German of the second, and no German
     line whose translation (anywhere in the pairs) is on the English side: "Datei" recurs in the second
     half as the translation of "file", which is in the first."""
-    pairs = Pairs("en", "de", ["file", "open", "save", "file", "close", "quit"],
-                  ["Datei", "öffnen", "speichern", "Datei", "schließen", "beenden"])  # fmt: skip
+    pairs = Pairs(
+        "en",
+        "de",
+        ["file", "open", "save", "file", "close", "quit"],
+        ["Datei", "öffnen", "speichern", "Datei", "schließen", "beenden"],
+    )
     text, dropped = corpus.unpaired({"en": ["mono one"], "de": ["Mono eins"]}, [pairs])
     assert text["en"] == ["mono one", "file", "open", "save"]
     assert text["de"] == ["Mono eins", "schließen", "beenden"] and dropped == {"de": 1}
@@ -158,8 +168,16 @@ def test_plan_gives_the_quickstart_its_tuned_settings():
     assert unsup.mlm_steps() == "de,en" and "--mt-steps" not in unsup.objectives()
     tiny = make_plan(["de", "en"], [("en", "de")], "semi", True, 30, "fp32", {"en": 45_000, "de": 45_000}, 200)
     assert (tiny.size.dim, tiny.size.layers) == (64, 2)
-    big = make_plan(["de", "en", "ro"], [("en", "de"), ("en", "ro")], "semi", False, 240, "fp32",
-                    {k: 1_200_000 for k in ("en", "de", "ro")}, 300)  # fmt: skip
+    big = make_plan(
+        ["de", "en", "ro"],
+        [("en", "de"), ("en", "ro")],
+        "semi",
+        False,
+        240,
+        "fp32",
+        {k: 1_200_000 for k in ("en", "de", "ro")},
+        300,
+    )
     assert big.vocab == 8000 and (big.size.dim, big.size.layers) == (192, 4)
     assert big.directions == [("en", "de"), ("de", "en"), ("en", "ro"), ("ro", "en")]
 
@@ -261,8 +279,17 @@ def test_bad_input_is_refused_in_seconds_with_one_line(tmp_path):
 
 
 def test_plan_only_writes_nothing_and_says_what_would_train(tmp_path):
-    proc = _train("--pairs", f"en-ro={ENRO}/train.en-ro", "--mono", f"ro={ENRO}/mono.ro", "--work-dir", tmp_path / "w",
-                  "--plan", "--minutes", "45")  # fmt: skip
+    proc = _train(
+        "--pairs",
+        f"en-ro={ENRO}/train.en-ro",
+        "--mono",
+        f"ro={ENRO}/mono.ro",
+        "--work-dir",
+        tmp_path / "w",
+        "--plan",
+        "--minutes",
+        "45",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
     assert "languages:   en,ro; pairs: en-ro; semi-supervised" in out
@@ -295,9 +322,19 @@ def test_en_ro_stand_in_end_to_end(tmp_path):
     work = tmp_path / "enro"
     words = ["file fișier", "file fișierul", "window fereastra", "menu meniu", "image imagine", "color culoare"]
     lexicon = _write(tmp_path / "en-ro.txt", words + ["page pagina", "document documentul", "button buton"])
-    args = ["--pairs", f"en-ro={ENRO}/train.en-ro", "--mono", f"ro={ENRO}/mono.ro", "--dict", f"en-ro={lexicon}",
-            "--score", f"docs:ro-en={ENRO}/test.en-ro",
-            "--tiny", "--work-dir", work]  # fmt: skip
+    args = [
+        "--pairs",
+        f"en-ro={ENRO}/train.en-ro",
+        "--mono",
+        f"ro={ENRO}/mono.ro",
+        "--dict",
+        f"en-ro={lexicon}",
+        "--score",
+        f"docs:ro-en={ENRO}/test.en-ro",
+        "--tiny",
+        "--work-dir",
+        work,
+    ]
     proc = _train(*args)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
@@ -372,9 +409,11 @@ def test_chinese_sample_end_to_end_segments_and_scores_on_segmented_text(tmp_pat
     refs = (work / "raw" / "test.en-zh.zh").read_text(encoding="utf-8").splitlines()
     assert into_zh["bleu"] == round(corpus_bleu(hyps, refs, "zh").score, 2)
     assert all(" " not in h.replace("Linux ", "") for h in hyps if h)  # detokenised: no spaces between words
-    code = (f'from xlm_fairseq import XLMModel; m = XLMModel.from_pretrained("{work}/model"); '
-            'print(repr(m.translate("打开文件。", src="zh", tgt="en"))); '
-            'print(repr(m.translate("Open the file.", src="en", tgt="zh")))')  # fmt: skip
+    code = (
+        f'from xlm_fairseq import XLMModel; m = XLMModel.from_pretrained("{work}/model"); '
+        'print(repr(m.translate("打开文件。", src="zh", tgt="en"))); '
+        'print(repr(m.translate("Open the file.", src="en", tgt="zh")))'
+    )
     hub = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert hub.returncode == 0 and hub.stdout.count("'") == 4, hub.stderr[-2000:]
     # the stages are keyed by what the files hold: a copied corpus (new times, same text) resumes the run,

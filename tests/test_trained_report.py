@@ -9,11 +9,28 @@ from conftest import ROOT, UNMT_ARGS, fairseq
 
 def _train(data_bin, tmp_path, *extra):
     log = tmp_path / "translate.log"
-    fairseq("train", data_bin, *UNMT_ARGS, "--langs", "de,en", "--mt-steps", "de-en", "--ae-steps", "en",
-            "--bt-steps", "en-de-en", *extra, "--max-update", "6", "--log-interval", "2", "--no-save",
-            "--log-file", log)  # fmt: skip
-    return subprocess.run([sys.executable, "-m", "recipes.lib.trained", log], capture_output=True, text=True,
-                          cwd=ROOT)  # fmt: skip
+    fairseq(
+        "train",
+        data_bin,
+        *UNMT_ARGS,
+        "--langs",
+        "de,en",
+        "--mt-steps",
+        "de-en",
+        "--ae-steps",
+        "en",
+        "--bt-steps",
+        "en-de-en",
+        *extra,
+        "--max-update",
+        "6",
+        "--log-interval",
+        "2",
+        "--no-save",
+        "--log-file",
+        log,
+    )
+    return subprocess.run([sys.executable, "-m", "recipes.lib.trained", log], capture_output=True, text=True, cwd=ROOT)
 
 
 def test_a_schedule_that_never_started_is_not_reported_as_trained(data_bin, tmp_path):
@@ -32,16 +49,21 @@ def test_every_objective_that_trained_is_named(data_bin, tmp_path):
 
 
 def test_a_missing_log_is_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "recipes.lib.trained", tmp_path / "nope.log"],
-                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipes.lib.trained", tmp_path / "nope.log"], capture_output=True, text=True, cwd=ROOT
+    )
     assert proc.returncode == 1 and proc.stderr.strip() == f"trained: error: {tmp_path / 'nope.log'}: no such log file"
 
 
 def test_a_missing_scored_checkpoint_is_one_line_before_any_report(tmp_path):
     log = tmp_path / "translate.log"
     log.write_text('{"epoch": 1, "num_updates": "6", "ae_en_loss": "5.1"}\n')
-    proc = subprocess.run([sys.executable, "-m", "recipes.lib.trained", log, "--scored", tmp_path / "best.pt"],
-                          capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipes.lib.trained", log, "--scored", tmp_path / "best.pt"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip() == f"trained: error: {tmp_path / 'best.pt'}: no such checkpoint"
 
@@ -56,11 +78,43 @@ def test_progress_lines_while_a_stage_trains(data_bin, tmp_path):
     from recipes.lib.progress import progress_line
 
     log = tmp_path / "translate.log"
-    train = [sys.executable, "-m", "fairseq_cli.train", data_bin,
-             *UNMT_ARGS, "--langs", "de,en", "--mt-steps", "de-en", "--valid-lang-pairs", "de-en", "--max-update", "8",
-             "--validate-interval-updates", "8", "--log-interval", "1", "--no-save", "--log-file", log]  # fmt: skip
-    engine = [sys.executable, "-m", "recipes.lib.stages", "--recipe", "t", "run-logged", "--progress", log,
-              "--budget-hours", "0.5", "--metric", "^bleu_de-en$", tmp_path / "out.txt"]  # fmt: skip
+    train = [
+        sys.executable,
+        "-m",
+        "fairseq_cli.train",
+        data_bin,
+        *UNMT_ARGS,
+        "--langs",
+        "de,en",
+        "--mt-steps",
+        "de-en",
+        "--valid-lang-pairs",
+        "de-en",
+        "--max-update",
+        "8",
+        "--validate-interval-updates",
+        "8",
+        "--log-interval",
+        "1",
+        "--no-save",
+        "--log-file",
+        log,
+    ]
+    engine = [
+        sys.executable,
+        "-m",
+        "recipes.lib.stages",
+        "--recipe",
+        "t",
+        "run-logged",
+        "--progress",
+        log,
+        "--budget-hours",
+        "0.5",
+        "--metric",
+        "^bleu_de-en$",
+        tmp_path / "out.txt",
+    ]
     env = dict(os.environ, XLM_FAIRSEQ_PROGRESS_SECONDS="0.5", PYTHONPATH=str(ROOT))
     proc = subprocess.run([str(c) for c in engine + train], capture_output=True, text=True, cwd=ROOT, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]

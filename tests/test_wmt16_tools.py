@@ -29,8 +29,18 @@ def tools(*args, cwd=None):
 
 
 def test_every_subcommand_has_help():
-    for command in ("verify", "head-gz", "testset", "extract-para", "vocab-to-dict", "same-dict", "hyps",
-                    "tokenize-ref", "strip-diacritics", "summary"):  # fmt: skip
+    for command in (
+        "verify",
+        "head-gz",
+        "testset",
+        "extract-para",
+        "vocab-to-dict",
+        "same-dict",
+        "hyps",
+        "tokenize-ref",
+        "strip-diacritics",
+        "summary",
+    ):
         result = tools(command, "--help", cwd="/")  # from anywhere, the repository on PYTHONPATH
         assert result.returncode == 0 and "usage:" in result.stdout, (command, result.stderr)
 

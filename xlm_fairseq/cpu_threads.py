@@ -85,6 +85,9 @@ class IdleCoreThreads:
         if threads != torch.get_num_threads():
             logger.info(
                 "CPU threads %d -> %d: other processes keep %d of %d cores busy",
-                torch.get_num_threads(), threads, self.held_cores(others), len(self.cpus),
-            )  # fmt: skip
+                torch.get_num_threads(),
+                threads,
+                self.held_cores(others),
+                len(self.cpus),
+            )
             torch.set_num_threads(threads)

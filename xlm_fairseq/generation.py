@@ -148,8 +148,14 @@ def beam_search(
     output_weight, output_bias = padded_output_layer(decoder)
     n_words = decoder.pred_layer.proj.out_features
     for step in range(max_len + 1):
-        x = decoder(tokens[:, step : step + 1], langs=langs, causal=True, src_enc=src_enc,
-                    src_padding_mask=src_padding_mask, cache=cache)  # fmt: skip
+        x = decoder(
+            tokens[:, step : step + 1],
+            langs=langs,
+            causal=True,
+            src_enc=src_enc,
+            src_padding_mask=src_padding_mask,
+            cache=cache,
+        )
         logits = F.linear(x[:, -1], output_weight, output_bias)
         if temperature != 1.0:
             logits = logits.div_(temperature)
@@ -177,8 +183,20 @@ def beam_search(
         done: List[int] = []
         if ending.any():
             rows = (cand_beams[:, :beam] + row_offsets)[ending]
-            done = _finalize(step, rows, cand_scores[:, :beam][ending], tokens, scores, beam, eos,
-                             sentence_of, finalized, max_len, normalize_scores, len_penalty)  # fmt: skip
+            done = _finalize(
+                step,
+                rows,
+                cand_scores[:, :beam][ending],
+                tokens,
+                scores,
+                beam,
+                eos,
+                sentence_of,
+                finalized,
+                max_len,
+                normalize_scores,
+                len_penalty,
+            )
         if len(done) == bsz:
             break
         assert step < max_len
@@ -226,8 +244,15 @@ def _finalize(step, rows, end_scores, tokens, scores, beam, eos, sentence_of, fi
     for i, b in enumerate(batch_rows):
         hypos = finalized[sentence_of[b]]
         if len(hypos) < beam:
-            hypos.append({"tokens": words[i], "score": end_scores[i], "attention": torch.empty(0),
-                          "alignment": torch.empty(0), "positional_scores": positional[i]})  # fmt: skip
+            hypos.append(
+                {
+                    "tokens": words[i],
+                    "score": end_scores[i],
+                    "attention": torch.empty(0),
+                    "alignment": torch.empty(0),
+                    "positional_scores": positional[i],
+                }
+            )
     return [b for b in sorted(set(batch_rows)) if len(finalized[sentence_of[b]]) == beam or step == max_len]
 
 

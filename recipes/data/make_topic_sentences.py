@@ -76,11 +76,11 @@ def main():
     from textutil import split_sentences  # the splitter the DDTP files were cut with
 
     topic = {s["Description-md5"] for s in stanzas(args.indices / "Packages")
-             if s.get("Section", "").split("/")[-1] in TOPIC_SECTIONS}  # fmt: skip
+             if s.get("Section", "").split("/")[-1] in TOPIC_SECTIONS}
     hashes, counts = set(), {}
     for lang in ("en", "de"):
         found = [s[f"Description-{lang}"] for s in stanzas(args.indices / f"Translation-{lang}")
-                 if s.get("Description-md5") in topic and f"Description-{lang}" in s]  # fmt: skip
+                 if s.get("Description-md5") in topic and f"Description-{lang}" in s]
         counts[lang] = len(found)
         for description in found:
             short, *rest = units(description)  # a short description is a line of its own

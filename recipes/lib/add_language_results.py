@@ -19,8 +19,11 @@ def validation(log: Path) -> dict:
     if not found:
         raise SystemExit(f"add_language_results: no validation result in {log}")
     values = json.loads(found[-1])
-    return {k[len("valid_mlm_") : -len("_fullmask_ppl")]: float(v) for k, v in values.items()
-            if k.startswith("valid_mlm_") and k.endswith("_fullmask_ppl") and k.count("_") == 4}  # fmt: skip
+    return {
+        k[len("valid_mlm_") : -len("_fullmask_ppl")]: float(v)
+        for k, v in values.items()
+        if k.startswith("valid_mlm_") and k.endswith("_fullmask_ppl") and k.count("_") == 4
+    }
 
 
 def tokens(data_bin: Path, lang: str) -> int:
@@ -32,8 +35,9 @@ def tokens(data_bin: Path, lang: str) -> int:
 
 def bleu(report: Path) -> dict:
     rows = json.loads(report.read_text())["bleu"]
-    return {r["direction"]: {"bleu": r["bleu"], "copy": r["copy"], "lines": r["lines"]} for r in rows
-            if r["set"] == "test"}  # fmt: skip
+    return {
+        r["direction"]: {"bleu": r["bleu"], "copy": r["copy"], "lines": r["lines"]} for r in rows if r["set"] == "test"
+    }
 
 
 def main(out: str, scratch: str, splits: str) -> dict:

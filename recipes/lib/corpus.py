@@ -304,8 +304,16 @@ def prepared_text(inputs, args, lexicon: Sequence[str] = ()) -> dict:
     for lang in inputs.langs:
         if not any(line.strip() for line in mono.get(lang, [])):
             raise UserError(f"no training text left in {lang} once valid and test sets are taken out")
-    return {"train": train, "mono": mono, "switched": switched, "lexicons": lexicons, "valid": held["valid"],
-            "test": held["test"], "valid_mono": valid_mono, "notes": notes}  # fmt: skip
+    return {
+        "train": train,
+        "mono": mono,
+        "switched": switched,
+        "lexicons": lexicons,
+        "valid": held["valid"],
+        "test": held["test"],
+        "valid_mono": valid_mono,
+        "notes": notes,
+    }
 
 
 def words_and_characters(text: dict, segmenters: Dict[str, str]) -> Tuple[Dict[str, int], int]:

@@ -32,8 +32,16 @@ def model_args(p: dict) -> list:
     dropout = p.get("dropout", 0.1)
     out = ["--arch", "xlm_tiny", *([] if p.get("lang_emb", True) else ["--no-lang-emb"])]
     for side in ("encoder", "decoder"):
-        out += [f"--{side}-embed-dim", p["dim"], f"--{side}-layers", p["layers"],
-                f"--{side}-attention-heads", p["heads"], f"--{side}-ffn-embed-dim", p["ffn"]]  # fmt: skip
+        out += [
+            f"--{side}-embed-dim",
+            p["dim"],
+            f"--{side}-layers",
+            p["layers"],
+            f"--{side}-attention-heads",
+            p["heads"],
+            f"--{side}-ffn-embed-dim",
+            p["ffn"],
+        ]
     return out + ["--dropout", dropout, "--attention-dropout", dropout]
 
 
@@ -43,11 +51,33 @@ def train_args(save, lr, warmup, max_tokens, minutes, max_update=100000000, step
     depend on the budget, so a run resumed to a larger budget continues the same curve) at ``lr`` after
     ``warmup`` steps, XLM's loop; stopped after ``minutes`` of training (cumulative over resumes) or
     ``max_update`` updates."""
-    return ["--user-dir", ROOT / "xlm_fairseq", "--cpu", "--num-workers", "0", "--seed", "1",
-            "--log-format", "json", "--log-interval", "100", "--no-epoch-checkpoints", "--disable-validation",
-            "--save-dir", save, "--max-update", max_update, "--stop-time-hours", f"{minutes / 60:.6f}",
-            *(["--step-per-objective"] if step_per_objective else []), *optim_flags(lr=lr, warmup_updates=warmup),
-            "--max-tokens", max_tokens, "--log-file", Path(save) / "train.log"]  # fmt: skip
+    return [
+        "--user-dir",
+        ROOT / "xlm_fairseq",
+        "--cpu",
+        "--num-workers",
+        "0",
+        "--seed",
+        "1",
+        "--log-format",
+        "json",
+        "--log-interval",
+        "100",
+        "--no-epoch-checkpoints",
+        "--disable-validation",
+        "--save-dir",
+        save,
+        "--max-update",
+        max_update,
+        "--stop-time-hours",
+        f"{minutes / 60:.6f}",
+        *(["--step-per-objective"] if step_per_objective else []),
+        *optim_flags(lr=lr, warmup_updates=warmup),
+        "--max-tokens",
+        max_tokens,
+        "--log-file",
+        Path(save) / "train.log",
+    ]
 
 
 def measure_speed(driver: Driver, cmd: list, save: Path, interval: int) -> float:
@@ -58,8 +88,11 @@ def measure_speed(driver: Driver, cmd: list, save: Path, interval: int) -> float
     shutil.rmtree(save, ignore_errors=True)
     save.mkdir(parents=True)
     driver.run([*cmd, "--log-interval", interval, "--no-save"], save / "stdout.log")
-    ups = [float(json.loads(line[line.index("{") :])["ups"])
-           for line in (save / "train.log").read_text().splitlines() if '"ups"' in line]  # fmt: skip
+    ups = [
+        float(json.loads(line[line.index("{") :])["ups"])
+        for line in (save / "train.log").read_text().splitlines()
+        if '"ups"' in line
+    ]
     if len(ups) < 2:
         driver.fail(f"the speed measurement logged too few updates (see {save}/train.log)")
     return round(sorted(ups[1:])[len(ups[1:]) // 2], 3)
@@ -149,12 +182,31 @@ class Measure:
     def lm(self, checkpoint, log) -> dict:
         """{lang: {fullmask_ppl, fullmask_acc, unigram_ppl, unigram_acc}} on the valid sentences."""
         self.driver.run(
-            [BIN / "fairseq-validate", self.valid_mono(), "--user-dir", ROOT / "xlm_fairseq",
-             "--task", "cross_lingual_lm", "--langs", ",".join(self.langs), "--mlm-steps", ",".join(self.langs),
-             "--tokens-per-sample", self.tokens_per_sample, "--max-tokens", self.max_tokens,
-             "--path", checkpoint, "--cpu", "--valid-subset", "valid", "--log-format", "json"],
+            [
+                BIN / "fairseq-validate",
+                self.valid_mono(),
+                "--user-dir",
+                ROOT / "xlm_fairseq",
+                "--task",
+                "cross_lingual_lm",
+                "--langs",
+                ",".join(self.langs),
+                "--mlm-steps",
+                ",".join(self.langs),
+                "--tokens-per-sample",
+                self.tokens_per_sample,
+                "--max-tokens",
+                self.max_tokens,
+                "--path",
+                checkpoint,
+                "--cpu",
+                "--valid-subset",
+                "valid",
+                "--log-format",
+                "json",
+            ],
             log,
-        )  # fmt: skip
+        )
         found = re.findall(r'\{"valid_.*\}', Path(log).read_text(errors="replace"))
         if not found:
             self.driver.fail(f"no validation result in {log}")
@@ -205,8 +257,18 @@ class Measure:
 
     def probe(self, checkpoint, bli_dict, out_json, log, random_init=False) -> dict:
         """xlm_fairseq.evaluation.lexicon on ``checkpoint`` (or its architecture at random init)."""
-        cmd = [sys.executable, "-m", "xlm_fairseq.evaluation.lexicon", checkpoint, "--dict", bli_dict,
-               "--data", self.data, "--json", out_json]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "xlm_fairseq.evaluation.lexicon",
+            checkpoint,
+            "--dict",
+            bli_dict,
+            "--data",
+            self.data,
+            "--json",
+            out_json,
+        ]
         self.driver.run(cmd + (["--random-init"] if random_init else []), log)
         result = json.loads(Path(out_json).read_text())
         return {kind: result[kind] for kind in ("embeddings", "contextual", "frequent") if kind in result}
@@ -225,16 +287,34 @@ class Measure:
         log-probability per token of ``checkpoint`` translating the test split from src to tgt.
         ``task="translation"``: a model of fairseq's own translation task (pieces joined by
         ``--remove-bpe``, then Moses-detokenised)."""
-        base = [BIN / "fairseq-generate", self.data, "--user-dir", ROOT / "xlm_fairseq", "--task", task,
-                "-s", src, "-t", tgt, "--gen-subset", "test", "--path", checkpoint,
-                "--max-tokens", "4000", "--cpu"]  # fmt: skip
+        base = [
+            BIN / "fairseq-generate",
+            self.data,
+            "--user-dir",
+            ROOT / "xlm_fairseq",
+            "--task",
+            task,
+            "-s",
+            src,
+            "-t",
+            tgt,
+            "--gen-subset",
+            "test",
+            "--path",
+            checkpoint,
+            "--max-tokens",
+            "4000",
+            "--cpu",
+        ]
         if task == "translation":  # fairseq-fixed's batching drops n % multiple sentences (ours puts them back)
             base += ["--remove-bpe", "sentencepiece", "--required-batch-size-multiple", "1"]
         gen_log, ref_log = out_dir / f"gen.{src}-{tgt}.txt", out_dir / f"score_ref.{src}-{tgt}.txt"
         self.driver.run([*base, "--beam", beam], gen_log)
         self.driver.run([*base, "--score-reference"], ref_log)
-        return {"bleu": self.bleu(gen_log, reference, None if task == "translation_lm" else tgt),
-                "ref_logprob": ref_logprob(ref_log)}  # fmt: skip
+        return {
+            "bleu": self.bleu(gen_log, reference, None if task == "translation_lm" else tgt),
+            "ref_logprob": ref_logprob(ref_log),
+        }
 
     def bleu(self, gen_log, reference, detokenize_lang=None) -> float:
         """sacreBLEU of the ``D-`` lines (or, with ``detokenize_lang``, the Moses-detokenised ``H-`` lines)."""

@@ -225,8 +225,10 @@ def xcls(work: Path, results: dict) -> Optional[Path]:
         retrieval = [(r["lm"]["retrieval"]["en-de"] + r["lm"]["retrieval"]["de-en"]) / 2 for _, r in points]
         axes[2].plot(budgets, retrieval, marker="o", color=color, label=init)
     random = runs.get("random", {}).get("classifier") or {}
-    for value, style, label in ((random.get("acc_de_en_id"), "--", "random init, English id"),
-                                ((results.get("tfidf") or {}).get("acc_de"), "-.", "TF-IDF")):  # fmt: skip
+    for value, style, label in (
+        (random.get("acc_de_en_id"), "--", "random init, English id"),
+        ((results.get("tfidf") or {}).get("acc_de"), "-.", "TF-IDF"),
+    ):
         if value is not None:
             axes[0].axhline(float(value), color="grey", linestyle=style, label=label)
     random_probe = (results.get("probe_random") or {}).get("frequent", {}).get("contextual")
@@ -255,7 +257,11 @@ def xcls_self_training(work: Path, results: dict) -> Optional[Path]:
     for base, style, label in references:
         if base:
             axis.axhline(float(base["acc_de"]), color="grey", linestyle=style, label=label)
-    axis.set(title=f"zero-shot German (English id), {trained['row']}", ylabel="accuracy (%)", xticks=steps,
-             xlabel="round of self-training (0: English only)")  # fmt: skip
+    axis.set(
+        title=f"zero-shot German (English id), {trained['row']}",
+        ylabel="accuracy (%)",
+        xticks=steps,
+        xlabel="round of self-training (0: English only)",
+    )
     _legends(axis)
     return _save(fig, work / "figures" / "xcls-self-training.png")

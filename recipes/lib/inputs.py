@@ -59,8 +59,9 @@ class Inputs:
             a, b = corpus.parse_pair(key, "--score", known)
             found = corpus.same_pair(self.pairs, a, b)
             if name is None or found is None or name in ("test", "valid") or name in {s[0] for s in self.scores}:
-                raise UserError(f"--score {value!r}: expected NAME:SRC-TGT=PREFIX, a new NAME (not test) and a pair "
-                                "of --pairs")  # fmt: skip
+                raise UserError(
+                    f"--score {value!r}: expected NAME:SRC-TGT=PREFIX, a new NAME (not test) and a pair of --pairs"
+                )
             self.scores.append((name, corpus.read_pairs(prefix, *found, "--score"), prefix))
         for value in args.dict:
             _, key, path = corpus.parse_assignment(value, "--dict", "SRC-TGT=FILE")

@@ -36,8 +36,12 @@ def merge(overrides: Dict[str, object]) -> List[str]:
 
 def optim_flags(**overrides) -> List[str]:
     """The shared flags; ``lr=1e-3`` sets ``--lr 0.001``, ``warmup_updates=500`` ``--warmup-updates 500``."""
-    return merge({"--" + name.replace("_", "-"): f"{value:g}" if isinstance(value, float) else value
-                  for name, value in overrides.items()})  # fmt: skip
+    return merge(
+        {
+            "--" + name.replace("_", "-"): f"{value:g}" if isinstance(value, float) else value
+            for name, value in overrides.items()
+        }
+    )
 
 
 def main(argv=None) -> int:

@@ -42,8 +42,17 @@ PIECES_PER_WORD = 1.4  # subwords per word at the quickstart's vocabulary
 REFERENCE_WORDS, REFERENCE_VOCAB = 900_000, 4000  # the quickstart's text and vocabulary
 VOCAB_RANGE = (1000, 32000)
 SHARES = {"semi": (0.22, 0.64), "unsupervised": (0.24, 0.68)}  # of --minutes: pretraining, translation
-TINY = dict(pretrain_hours=0.02, translate_hours=0.02, pretrain_updates=80, translate_updates=40, valid_every=20,
-            bt_from=10, mono_lines=2000, pair_lines=1000, held_lines=100)  # fmt: skip
+TINY = dict(
+    pretrain_hours=0.02,
+    translate_hours=0.02,
+    pretrain_updates=80,
+    translate_updates=40,
+    valid_every=20,
+    bt_from=10,
+    mono_lines=2000,
+    pair_lines=1000,
+    held_lines=100,
+)
 FULL = dict(pretrain_updates=1_000_000, translate_updates=1_000_000, valid_every=2000, bt_from=600)
 
 
@@ -140,8 +149,10 @@ class Plan:
 
     def model_args(self) -> List[str]:
         d, n = self.size.dim, self.size.layers
-        sides = [[f"--{side}-embed-dim", d, f"--{side}-layers", n, f"--{side}-attention-heads", self.heads]
-                 for side in ("encoder", "decoder")]  # fmt: skip
+        sides = [
+            [f"--{side}-embed-dim", d, f"--{side}-layers", n, f"--{side}-attention-heads", self.heads]
+            for side in ("encoder", "decoder")
+        ]
         return ["--arch", "xlm_tiny", *sides[0], *sides[1]]
 
     def lexicon_line(self) -> str:
@@ -187,9 +198,19 @@ def parse_lexicon(value: str) -> tuple:
     return uses
 
 
-def make_plan(langs: Sequence[str], pairs, supervision: str, tiny: bool, minutes: float, precision: str,
-              words: Dict[str, int], characters: int, vocab: Optional[int] = None, lm=None,
-              lexicon: Sequence[str] = ()) -> Plan:  # fmt: skip
+def make_plan(
+    langs: Sequence[str],
+    pairs,
+    supervision: str,
+    tiny: bool,
+    minutes: float,
+    precision: str,
+    words: Dict[str, int],
+    characters: int,
+    vocab: Optional[int] = None,
+    lm=None,
+    lexicon: Sequence[str] = (),
+) -> Plan:
     """``lm``: a :class:`recipes.lib.lm_start.LMStart` that fixes the size and the vocabulary."""
     total = sum(words.values())
     pretrain_share, translate_share = SHARES[supervision]

@@ -37,10 +37,26 @@ def test_sets(run) -> List[Tuple[str, Path, str, Pairs, Path]]:
             partial = Path(f"{bin_dir}.partial")
             shutil.rmtree(partial, ignore_errors=True)
             a, b = pairs.src, pairs.tgt
-            cmd = [sys.executable, "-m", "preprocess.prepare", partial, "--langs", f"{a},{b}", "--force", "--quiet",
-                   "--spm-model", run.data / "spm.model", "--dict", run.data / "dict.txt",
-                   "--mono", f"train:{a}={prefix}.{a}", "--mono", f"train:{b}={prefix}.{b}",
-                   "--para", f"test:{a}-{b}={prefix}"]  # fmt: skip
+            cmd = [
+                sys.executable,
+                "-m",
+                "preprocess.prepare",
+                partial,
+                "--langs",
+                f"{a},{b}",
+                "--force",
+                "--quiet",
+                "--spm-model",
+                run.data / "spm.model",
+                "--dict",
+                run.data / "dict.txt",
+                "--mono",
+                f"train:{a}={prefix}.{a}",
+                "--mono",
+                f"train:{b}={prefix}.{b}",
+                "--para",
+                f"test:{a}-{b}={prefix}",
+            ]
             cmd += [x for lang, n in run.segmenters.items() if lang in (a, b) for x in ("--segment", f"{lang}={n}")]
             run.command(cmd, run.logs / f"prepare-{name}.log")
             partial.rename(bin_dir)
@@ -49,8 +65,10 @@ def test_sets(run) -> List[Tuple[str, Path, str, Pairs, Path]]:
 
 
 def score(run) -> List[dict]:
-    run.banner(f"4/4 fairseq-generate (beam {BEAM}), every direction; sacreBLEU on detokenised output beside "
-                "copying the source")  # fmt: skip
+    run.banner(
+        f"4/4 fairseq-generate (beam {BEAM}), every direction; sacreBLEU on detokenised output beside "
+        "copying the source"
+    )
     rows = []
     train_side = defaultdict(set)
     for pairs in run.text["train"].values():
@@ -63,10 +81,34 @@ def score(run) -> List[dict]:
         out.mkdir(parents=True, exist_ok=True)
         for src, tgt in ((pairs.src, pairs.tgt), (pairs.tgt, pairs.src)):
             gen = out / f"gen.{src}-{tgt}.txt"
-            run.command([run.tool("fairseq-generate"), bin_dir, "--user-dir", ROOT / "xlm_fairseq", "--task",
-                          "translation_lm", "-s", src, "-t", tgt, "--gen-subset", split, "--path", run.ckpt,
-                          "--beam", BEAM, "--max-len-a", 1.5, "--max-len-b", 10, "--max-tokens", 4000, "--cpu"],
-                         gen)  # fmt: skip
+            run.command(
+                [
+                    run.tool("fairseq-generate"),
+                    bin_dir,
+                    "--user-dir",
+                    ROOT / "xlm_fairseq",
+                    "--task",
+                    "translation_lm",
+                    "-s",
+                    src,
+                    "-t",
+                    tgt,
+                    "--gen-subset",
+                    split,
+                    "--path",
+                    run.ckpt,
+                    "--beam",
+                    BEAM,
+                    "--max-len-a",
+                    1.5,
+                    "--max-len-b",
+                    10,
+                    "--max-tokens",
+                    4000,
+                    "--cpu",
+                ],
+                gen,
+            )
             found = generated(gen, "D")
             refs, sources = pairs.side(tgt), pairs.side(src)
             if len(found) != len(refs):
@@ -78,9 +120,18 @@ def score(run) -> List[dict]:
             stages.write_text(out / f"bleu.{src}-{tgt}.txt", f"{bleu}\n")
             stages.write_text(out / f"copy.{src}-{tgt}.txt", f"{copy}\n")
             seen = sum(1 for s in sources if s in train_side[src])
-            rows.append(dict(set=name, direction=f"{src}-{tgt}", bleu=bleu, copy=copy, lines=len(refs),
-                             source=f"{prefix}.{src}", seen_in_training=seen,
-                             examples=list(zip(sources, hyps, refs))[:3]))  # fmt: skip
+            rows.append(
+                dict(
+                    set=name,
+                    direction=f"{src}-{tgt}",
+                    bleu=bleu,
+                    copy=copy,
+                    lines=len(refs),
+                    source=f"{prefix}.{src}",
+                    seen_in_training=seen,
+                    examples=list(zip(sources, hyps, refs))[:3],
+                )
+            )
     return rows
 
 
@@ -91,13 +142,29 @@ def probe(run) -> List[dict]:
     results = []
     for a, b, path in run.inputs.dicts:
         out = run.work / "out" / f"lexicon.{a}-{b}.json"
-        base = [sys.executable, "-m", "xlm_fairseq.evaluation.lexicon", run.lm, "--dict", path,
-                "--data", run.data,
-                "--src", a, "--tgt", b]  # fmt: skip
+        base = [
+            sys.executable,
+            "-m",
+            "xlm_fairseq.evaluation.lexicon",
+            run.lm,
+            "--dict",
+            path,
+            "--data",
+            run.data,
+            "--src",
+            a,
+            "--tgt",
+            b,
+        ]
         run.command([*base, "--json", out], run.logs / f"lexicon.{a}-{b}.log")
         run.command([*base, "--random-init", "--json", f"{out}.random"], run.logs / f"lexicon.{a}-{b}.random.log")
-        results.append(dict(pair=f"{a}-{b}", lm=json.loads(out.read_text()),
-                            random_init=json.loads(Path(f"{out}.random").read_text())))  # fmt: skip
+        results.append(
+            dict(
+                pair=f"{a}-{b}",
+                lm=json.loads(out.read_text()),
+                random_init=json.loads(Path(f"{out}.random").read_text()),
+            )
+        )
     return results
 
 
@@ -106,8 +173,10 @@ def report(run, rows, probes, trained, figure, what):
     elapsed = int(time.time() - run.started)
     lines = [f"== {run.name} finished in {elapsed}s ({'tiny' if p.tiny else 'full'} mode): {what}"]
     lines += [f"   {t}" for t in trained]
-    lines.append(f"{'test':<8} {'dir':<7} {'BLEU':>6} {'copy source':>12} {'gain':>7}  "
-                 f"(sacreBLEU, detokenised; beam {BEAM}; the 'scored' checkpoint)")  # fmt: skip
+    lines.append(
+        f"{'test':<8} {'dir':<7} {'BLEU':>6} {'copy source':>12} {'gain':>7}  "
+        f"(sacreBLEU, detokenised; beam {BEAM}; the 'scored' checkpoint)"
+    )
     for r in rows:
         lines.append(f"{r['set']:<8} {r['direction']:<7} {r['bleu']:>6} {r['copy']:>12} {r['bleu'] - r['copy']:>+7.1f}")
     for r in rows:
@@ -117,9 +186,11 @@ def report(run, rows, probes, trained, figure, what):
             )
             lines.append(f"  {r['set']} {r['direction']}: {r['source']}, {r['lines']} lines{seen}")
     for probe in probes:
-        lines.append(f"lexicon probe {probe['pair']} (P@1 NN / CSLS, frequent words; random init beside): "
-                     f"{_probe_figure(probe['lm'])} / random init "
-                     f"{_probe_figure(probe['random_init'])}")  # fmt: skip
+        lines.append(
+            f"lexicon probe {probe['pair']} (P@1 NN / CSLS, frequent words; random init beside): "
+            f"{_probe_figure(probe['lm'])} / random init "
+            f"{_probe_figure(probe['random_init'])}"
+        )
     lines.append("")
     for r in rows:
         if r["set"] == rows[0]["set"]:
@@ -146,14 +217,29 @@ def report(run, rows, probes, trained, figure, what):
     text = "\n".join(lines) + "\n"
     print("\n" + text, end="", flush=True)
     stages.write_text(run.work / "report.md", "```\n" + "\n".join(run.plan_lines) + "\n\n" + text + "```\n")
-    stages.write_json(run.work / "report.json", dict(
-        recipe=run.name, seconds=elapsed, supervision=p.supervision, langs=p.langs, tiny=p.tiny,
-        machine=machine(), commit=commit(), date=time.strftime("%Y-%m-%d %H:%M"),
-        minutes=p.minutes, model=dict(dim=p.size.dim, layers=p.size.layers), vocab=p.vocab,
-        precision=[p.precision, p.translate_precision], trained=trained, notes=run.text["notes"],
-        bleu=[{k: v for k, v in r.items() if k != "examples"} for r in rows], lexicon=probes,
-        lexicon_uses=list(p.lexicon),
-    ), indent=1)  # fmt: skip
+    stages.write_json(
+        run.work / "report.json",
+        dict(
+            recipe=run.name,
+            seconds=elapsed,
+            supervision=p.supervision,
+            langs=p.langs,
+            tiny=p.tiny,
+            machine=machine(),
+            commit=commit(),
+            date=time.strftime("%Y-%m-%d %H:%M"),
+            minutes=p.minutes,
+            model=dict(dim=p.size.dim, layers=p.size.layers),
+            vocab=p.vocab,
+            precision=[p.precision, p.translate_precision],
+            trained=trained,
+            notes=run.text["notes"],
+            bleu=[{k: v for k, v in r.items() if k != "examples"} for r in rows],
+            lexicon=probes,
+            lexicon_uses=list(p.lexicon),
+        ),
+        indent=1,
+    )
 
 
 def last_validation(log: Path, metric: str) -> Dict[str, str]:

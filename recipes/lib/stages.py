@@ -143,8 +143,17 @@ class Stages:
     depends on), ``checkpoints`` (id -> the directory its fairseq-train saves to and resumes from).
     ``redo``: how to redo a stage finished with other options (default: delete its marker)."""
 
-    def __init__(self, name: str, work, ids: Sequence[str], keys: Dict[str, str], checkpoints=None,
-                 markers=None, redo: Optional[str] = None, dry_run: bool = False):  # fmt: skip
+    def __init__(
+        self,
+        name: str,
+        work,
+        ids: Sequence[str],
+        keys: Dict[str, str],
+        checkpoints=None,
+        markers=None,
+        redo: Optional[str] = None,
+        dry_run: bool = False,
+    ):
         self.name, self.work, self.ids, self.keys = name, Path(work), list(ids), dict(keys)
         self.markers = Path(markers) if markers else self.work / ".stages"
         self.checkpoints = {k: Path(v) for k, v in (checkpoints or {}).items()}
@@ -164,8 +173,12 @@ class Stages:
         was, key = marker.read_text(encoding="utf-8").rstrip("\n"), self.keys[stage]
         if was != key:
             redo = self.redo or f"delete {marker} (and the stages after it)"
-            fail(self.name, f"stage {stage} was completed with other options ({was}); now: {key}. "
-                 f"Use another --work-dir, or {redo} to redo it", status=2)  # fmt: skip
+            fail(
+                self.name,
+                f"stage {stage} was completed with other options ({was}); now: {key}. "
+                f"Use another --work-dir, or {redo} to redo it",
+                status=2,
+            )
         return True
 
     def start(self, stage: str):
@@ -269,10 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoints", action="append", metavar="ID=DIR", help="a stage's checkpoint directory")
     p.add_argument("--redo", help="how to redo a stage finished with other options")
     sub = p.add_subparsers(dest="command", required=True)
-    for command, text in (("check", f"exit 0 if stage ID finished before, {NOT_DONE} if not"),
-                          ("start", "stage ID is about to run: later stages forgotten, stale checkpoints aside"),
-                          ("finish", "stage ID finished: its marker"),
-                          ("require", "every stage before ID finished (--stage ID)")):  # fmt: skip
+    for command, text in (
+        ("check", f"exit 0 if stage ID finished before, {NOT_DONE} if not"),
+        ("start", "stage ID is about to run: later stages forgotten, stale checkpoints aside"),
+        ("finish", "stage ID finished: its marker"),
+        ("require", "every stage before ID finished (--stage ID)"),
+    ):
         sub.add_parser(command, help=text).add_argument("id", metavar="ID")
     s = sub.add_parser("run-logged", help="run CMD with its output into LOG; on failure its tail")
     s.add_argument("--progress", metavar="TRAIN_LOG", help="a line about once a minute from this fairseq --log-file")
@@ -295,8 +310,16 @@ def main(argv=None) -> int:
     if args.command == "write-output":
         return write_output(args.file, args.cmd)
     keys = _pairs(args.key, "--key")
-    stages = Stages(args.recipe, args.work, args.ids.split(","), keys, _pairs(args.checkpoints, "--checkpoints"),
-                    args.markers, args.redo, args.dry_run)  # fmt: skip
+    stages = Stages(
+        args.recipe,
+        args.work,
+        args.ids.split(","),
+        keys,
+        _pairs(args.checkpoints, "--checkpoints"),
+        args.markers,
+        args.redo,
+        args.dry_run,
+    )
     if args.id not in stages.ids or args.id not in keys:
         raise SystemExit(f"stages: error: stage {args.id!r} is not among --ids / --key")
     if args.command == "check":

@@ -42,10 +42,13 @@ class TrainingRun:
         self.bin = Path(sys.executable).parent
         self.env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
         self.stages = stages.Stages(
-            self.name, self.work, STAGE_IDS, self.keys(),
+            self.name,
+            self.work,
+            STAGE_IDS,
+            self.keys(),
             {"pretrain": self.work / "checkpoints" / "pretrain", "translate": self.work / "checkpoints" / "translate"},
             redo="run with --fresh",
-        )  # fmt: skip
+        )
 
     # ---- helpers ---------------------------------------------------------------------------
 
@@ -65,9 +68,11 @@ class TrainingRun:
         for option, path in self.inputs.sources:
             sources.update(f"{option} {file_sha256(path)}\n".encode())
         p = self.plan
-        pre = (f"recipe={self.name} mode={'tiny' if p.tiny else 'full'} supervision={p.supervision} "
-               f"langs={','.join(p.langs)} vocab={p.vocab} segment={sorted(self.segmenters.items())} "
-               f"inputs={sources.hexdigest()[:16]}")  # fmt: skip
+        pre = (
+            f"recipe={self.name} mode={'tiny' if p.tiny else 'full'} supervision={p.supervision} "
+            f"langs={','.join(p.langs)} vocab={p.vocab} segment={sorted(self.segmenters.items())} "
+            f"inputs={sources.hexdigest()[:16]}"
+        )
         pre += f" lm={self.start_lm.digest}" if self.start_lm else ""
         pre += f" lexicon={','.join(p.lexicon)}" if p.lexicon else ""
         pretrain = f"{pre} model={p.size.dim}x{p.size.layers} hours={p.pretrain_hours} precision={p.precision}"
@@ -92,8 +97,16 @@ class TrainingRun:
         for line in self.text["notes"]:
             print(f"   {line}", flush=True)
         self.raw.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-m", "preprocess.prepare", self.data, "--langs", ",".join(self.plan.langs),
-                "--force", "--quiet"]  # fmt: skip
+        args = [
+            sys.executable,
+            "-m",
+            "preprocess.prepare",
+            self.data,
+            "--langs",
+            ",".join(self.plan.langs),
+            "--force",
+            "--quiet",
+        ]
         if self.start_lm:  # the LM's vocabulary and pipeline options
             args += [x for item in self.start_lm.vocab_files(self.work / "lm").items() for x in item]
             args += ["--ro-remove-diacritics"] if self.start_lm.settings.ro_remove_diacritics else []
@@ -130,8 +143,21 @@ class TrainingRun:
     # ---- 2. pretraining ------------------------------------------------------------------
 
     def common(self, langs: List[str]) -> list:
-        return ["--user-dir", ROOT / "xlm_fairseq", "--cpu", "--num-workers", 0, "--seed", 1, "--log-interval", 100,
-                "--no-epoch-checkpoints", "--step-per-objective", "--langs", ",".join(langs)]  # fmt: skip
+        return [
+            "--user-dir",
+            ROOT / "xlm_fairseq",
+            "--cpu",
+            "--num-workers",
+            0,
+            "--seed",
+            1,
+            "--log-interval",
+            100,
+            "--no-epoch-checkpoints",
+            "--step-per-objective",
+            "--langs",
+            ",".join(langs),
+        ]
 
     def optim(self, lr: float, warmup: int) -> list:
         from recipes.lib.optim import optim_flags
@@ -143,14 +169,43 @@ class TrainingRun:
         log = self.logs / "pretrain.log"
         start = ["--pretrained-xlm-checkpoint", self.start_lm.path] if self.start_lm else []
         start += ["--init-embeddings", self.embeddings] if "emb" in p.lexicon else []
-        cmd = [self.tool("fairseq-train"), self.data, *self.common(p.langs), *start, "--log-file", log,
-               "--task", "cross_lingual_lm",
-               "--mlm-steps", p.mlm_steps(), *p.model_args(), "--tokens-per-sample", 64, "--dropout", 0,
-               "--attention-dropout", 0, *(["--bf16"] if p.precision == "bf16" else []), "--max-tokens", 2048,
-               *self.optim(0.001, 1000), "--max-update", p.pretrain_updates, "--stop-time-hours", p.pretrain_hours,
-               "--validate-interval-updates", p.valid_every * 2, "--save-interval-updates", p.valid_every * 2,
-               "--keep-interval-updates", 1, "--best-checkpoint-metric", "mlm_fullmask_ppl",
-               "--save-dir", self.lm.parent]  # fmt: skip
+        cmd = [
+            self.tool("fairseq-train"),
+            self.data,
+            *self.common(p.langs),
+            *start,
+            "--log-file",
+            log,
+            "--task",
+            "cross_lingual_lm",
+            "--mlm-steps",
+            p.mlm_steps(),
+            *p.model_args(),
+            "--tokens-per-sample",
+            64,
+            "--dropout",
+            0,
+            "--attention-dropout",
+            0,
+            *(["--bf16"] if p.precision == "bf16" else []),
+            "--max-tokens",
+            2048,
+            *self.optim(0.001, 1000),
+            "--max-update",
+            p.pretrain_updates,
+            "--stop-time-hours",
+            p.pretrain_hours,
+            "--validate-interval-updates",
+            p.valid_every * 2,
+            "--save-interval-updates",
+            p.valid_every * 2,
+            "--keep-interval-updates",
+            1,
+            "--best-checkpoint-metric",
+            "mlm_fullmask_ppl",
+            "--save-dir",
+            self.lm.parent,
+        ]
         progress = Progress(log, p.pretrain_hours, r"^mlm_.+_fullmask_ppl$")
         self.command(cmd, self.logs / "pretrain.out", progress)
 
@@ -159,46 +214,110 @@ class TrainingRun:
     def translate(self):
         p = self.plan
         log = self.logs / "translate.log"
-        cmd = [self.tool("fairseq-train"), self.data, *self.common(p.pair_langs), "--log-file", log,
-               "--task", "translation_lm",
-               *p.objectives(), "--word-shuffle", 3, "--word-dropout", 0.1, "--word-blank", 0.1,
-               "--pretrained-xlm-checkpoint", self.lm, *p.model_args(), "--dropout", 0.1, "--attention-dropout", 0.1,
-               *(["--bf16"] if p.translate_precision == "bf16" else []), "--max-tokens", 2000,
-               "--max-sentence-len", 100, *self.optim(0.001, 500), "--max-update", p.translate_updates,
-               "--stop-time-hours", p.translate_hours, "--validate-interval-updates", p.valid_every,
-               "--save-interval-updates", p.valid_every, "--keep-interval-updates", 1,
-               "--best-checkpoint-metric", "bleu_tok_mean", "--maximize-best-checkpoint-metric",
-               "--save-dir", self.ckpt.parent]  # fmt: skip
+        cmd = [
+            self.tool("fairseq-train"),
+            self.data,
+            *self.common(p.pair_langs),
+            "--log-file",
+            log,
+            "--task",
+            "translation_lm",
+            *p.objectives(),
+            "--word-shuffle",
+            3,
+            "--word-dropout",
+            0.1,
+            "--word-blank",
+            0.1,
+            "--pretrained-xlm-checkpoint",
+            self.lm,
+            *p.model_args(),
+            "--dropout",
+            0.1,
+            "--attention-dropout",
+            0.1,
+            *(["--bf16"] if p.translate_precision == "bf16" else []),
+            "--max-tokens",
+            2000,
+            "--max-sentence-len",
+            100,
+            *self.optim(0.001, 500),
+            "--max-update",
+            p.translate_updates,
+            "--stop-time-hours",
+            p.translate_hours,
+            "--validate-interval-updates",
+            p.valid_every,
+            "--save-interval-updates",
+            p.valid_every,
+            "--keep-interval-updates",
+            1,
+            "--best-checkpoint-metric",
+            "bleu_tok_mean",
+            "--maximize-best-checkpoint-metric",
+            "--save-dir",
+            self.ckpt.parent,
+        ]
         self.command(cmd, self.logs / "translate.out", Progress(log, p.translate_hours, r"^bleu_(?!tok_|mean)"))
         print(f"   {trained_summary(log.read_text(encoding='utf-8', errors='replace'))}", flush=True)
         directions = ",".join(f"{a}-{b}" for a, b in p.directions)
-        self.command([sys.executable, "-m", "xlm_fairseq.inference.export", self.ckpt, self.work / "model",
-                      "--data", self.data, "--force", "--ctranslate2", "--directions", directions],
-                     self.logs / "export.log")  # fmt: skip
+        self.command(
+            [
+                sys.executable,
+                "-m",
+                "xlm_fairseq.inference.export",
+                self.ckpt,
+                self.work / "model",
+                "--data",
+                self.data,
+                "--force",
+                "--ctranslate2",
+                "--directions",
+                directions,
+            ],
+            self.logs / "export.log",
+        )
 
     # ---- 4. scoring ------------------------------------------------------------------------
 
     def run(self):
         p = self.plan
         pairs = sum(len(x) for x in self.text["train"].values())
-        what = (f"semi-supervised MT (MT on {pairs} pairs + AE + back-translation on monolingual text)"
-                if p.supervision == "semi"
-                else "unsupervised MT (AE + back-translation on monolingual text only)")  # fmt: skip
+        what = (
+            f"semi-supervised MT (MT on {pairs} pairs + AE + back-translation on monolingual text)"
+            if p.supervision == "semi"
+            else "unsupervised MT (AE + back-translation on monolingual text only)"
+        )
         pre = "MLM+TLM pretraining" if p.supervision == "semi" or "tlm" in p.lexicon else "MLM pretraining"
-        self.stage("preprocess", "1/4 preprocess",
-                   f"held-out sets, Moses or segmenters, joint sentencepiece ({p.vocab}), binarisation -> {self.data}",
-                   self.preprocess)  # fmt: skip
-        self.stage("pretrain", f"2/4 {pre}", f"cross_lingual_lm, --mlm-steps {p.mlm_steps()}, {p.size.name}, "
-                   f"{p.precision}, {p.pretrain_hours}h; log: {self.logs / 'pretrain.log'}", self.pretrain)  # fmt: skip
-        self.stage("translate", f"3/4 {what}", f"translation_lm initialised from the LM, {p.translate_precision}, "
-                   f"{p.translate_hours}h; log: {self.logs / 'translate.log'}", self.translate)  # fmt: skip
+        self.stage(
+            "preprocess",
+            "1/4 preprocess",
+            f"held-out sets, Moses or segmenters, joint sentencepiece ({p.vocab}), binarisation -> {self.data}",
+            self.preprocess,
+        )
+        self.stage(
+            "pretrain",
+            f"2/4 {pre}",
+            f"cross_lingual_lm, --mlm-steps {p.mlm_steps()}, {p.size.name}, "
+            f"{p.precision}, {p.pretrain_hours}h; log: {self.logs / 'pretrain.log'}",
+            self.pretrain,
+        )
+        self.stage(
+            "translate",
+            f"3/4 {what}",
+            f"translation_lm initialised from the LM, {p.translate_precision}, "
+            f"{p.translate_hours}h; log: {self.logs / 'translate.log'}",
+            self.translate,
+        )
         rows = scoring.score(self)
         probes = scoring.probe(self)
         log = (self.logs / "translate.log").read_text(encoding="utf-8", errors="replace")
         trained = [trained_summary(log), scored_line(self.ckpt, trained_objectives(log)[2])]
         for stage, metric in (("pretrain", r"^mlm_.+_fullmask_ppl$"), ("translate", r"^bleu_(?!tok_|mean)")):
             last = scoring.last_validation(self.logs / f"{stage}.log", metric)
-            trained.append(f"{stage} last validated at update {last.pop('num_updates', '?')}: "
-                           + " ".join(f"{k} {v}" for k, v in last.items()))  # fmt: skip
+            trained.append(
+                f"{stage} last validated at update {last.pop('num_updates', '?')}: "
+                + " ".join(f"{k} {v}" for k, v in last.items())
+            )
         figure = figures.training_run(self.work, self.name)
         scoring.report(self, rows, probes, trained, figure, what)

@@ -59,24 +59,31 @@ def _accuracy(ev: dict, key: str) -> str:
 
 
 def table(p: dict, mode: str, results: dict) -> str:
-    lines = [describe(p, mode, results), "",
-             "| init | LM budget | LM updates | LM perplexity en / de | probe P@1 all words, ctx. NN / CSLS "
-             "| probe P@1 frequent, ctx. NN / CSLS | retrieval en→de / de→en (LM) | accuracy en "
-             "| accuracy de, own id | **accuracy de, English id** | retrieval en→de / de→en (classifier) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        describe(p, mode, results),
+        "",
+        "| init | LM budget | LM updates | LM perplexity en / de | probe P@1 all words, ctx. NN / CSLS "
+        "| probe P@1 frequent, ctx. NN / CSLS | retrieval en→de / de→en (LM) | accuracy en "
+        "| accuracy de, own id | **accuracy de, English id** | retrieval en→de / de→en (classifier) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results.get("runs", {}).values():
         lm, ev = r.get("lm"), r.get("classifier")
         if lm:
             ppl = lm["lm"]
-            lm_cells = (f"{r['budget']} | {lm['updates']} | {ppl['en']['fullmask_ppl']:.1f} / "
-                        f"{ppl['de']['fullmask_ppl']:.1f} | {_probe_cells(lm.get('probe'))} | "
-                        f"{lm['retrieval']['en-de']:.1f} / {lm['retrieval']['de-en']:.1f}")  # fmt: skip
+            lm_cells = (
+                f"{r['budget']} | {lm['updates']} | {ppl['en']['fullmask_ppl']:.1f} / "
+                f"{ppl['de']['fullmask_ppl']:.1f} | {_probe_cells(lm.get('probe'))} | "
+                f"{lm['retrieval']['en-de']:.1f} / {lm['retrieval']['de-en']:.1f}"
+            )
         else:
             lm_cells = f"— | — | — | {_probe_cells(results.get('probe_random'))} | —"
         if ev:
             cl = ev["retrieval_classifier"]
-            classifier_cells = (f"{ev['acc_en']:.2f} | {ev['acc_de']:.2f} | **{_accuracy(ev, 'acc_de_en_id')}** | "
-                                f"{cl['en-de']:.1f} / {cl['de-en']:.1f}")  # fmt: skip
+            classifier_cells = (
+                f"{ev['acc_en']:.2f} | {ev['acc_de']:.2f} | **{_accuracy(ev, 'acc_de_en_id')}** | "
+                f"{cl['en-de']:.1f} / {cl['de-en']:.1f}"
+            )
         else:
             classifier_cells = "— | — | — | —"  # --finetune-budgets last
         lines.append(f"| {r['init']} | {lm_cells} | {classifier_cells} |")
@@ -87,21 +94,33 @@ def table(p: dict, mode: str, results: dict) -> str:
     seeds = results.get("seeds")
     if seeds:
         by_id = f", de with English's id {seeds['acc_de_en_id']}" if "acc_de_en_id" in seeds else ""
-        lines += ["", f"Seeds of the row of best German accuracy (English id), {seeds['row']} (fine-tuning seeds "
-                  f"{', '.join(str(s) for s in seeds['seeds'])}): accuracy en {seeds['acc_en']}, "
-                  f"de with its own id {seeds['acc_de']}{by_id} (each: the runs, then mean ± standard "
-                  "deviation)."]  # fmt: skip
+        lines += [
+            "",
+            f"Seeds of the row of best German accuracy (English id), {seeds['row']} (fine-tuning seeds "
+            f"{', '.join(str(s) for s in seeds['seeds'])}): accuracy en {seeds['acc_en']}, "
+            f"de with its own id {seeds['acc_de']}{by_id} (each: the runs, then mean ± standard "
+            "deviation).",
+        ]
     trained = results.get("self_training")
     if trained:
-        lines += ["", f"Self-training of {trained['row']} (fine-tuning seeds {', '.join(map(str, trained['seeds']))}) "
-                  "on unlabelled German descriptions of the training packages: round k fine-tunes the same LM on "
-                  "the English rows and the previous classifier's labels of the most confident k × "
-                  f"{trained['fraction_per_round']:.0%} of them, every row read with English's id:", ""]  # fmt: skip
-        lines += [f"- round {r['round']}: pseudo-labelled rows {' / '.join(map(str, r['pseudo_rows']))} "
-                  f"({' / '.join(f'{a:.1f}' for a in r['pseudo_accuracy'])} % right); accuracy en {r['acc_en']}, "
-                  f"**de with English's id {r['acc_de_en_id']}**" for r in trained["rounds"]]  # fmt: skip
+        lines += [
+            "",
+            f"Self-training of {trained['row']} (fine-tuning seeds {', '.join(map(str, trained['seeds']))}) "
+            "on unlabelled German descriptions of the training packages: round k fine-tunes the same LM on "
+            "the English rows and the previous classifier's labels of the most confident k × "
+            f"{trained['fraction_per_round']:.0%} of them, every row read with English's id:",
+            "",
+        ]
+        lines += [
+            f"- round {r['round']}: pseudo-labelled rows {' / '.join(map(str, r['pseudo_rows']))} "
+            f"({' / '.join(f'{a:.1f}' for a in r['pseudo_accuracy'])} % right); accuracy en {r['acc_en']}, "
+            f"**de with English's id {r['acc_de_en_id']}**"
+            for r in trained["rounds"]
+        ]
         if trained.get("tfidf"):
             base = trained["tfidf"]
-            lines.append(f"- TF-IDF + logistic regression, round 1 the same way: accuracy en {base['acc_en']:.2f}, "
-                         f"de {base['acc_de']:.2f}")  # fmt: skip
+            lines.append(
+                f"- TF-IDF + logistic regression, round 1 the same way: accuracy en {base['acc_en']:.2f}, "
+                f"de {base['acc_de']:.2f}"
+            )
     return "\n".join(lines) + "\n"

@@ -15,8 +15,23 @@ class ClassifierScoring:
 
     def classify(self, save, tsvs, lang_id, out_dir, log, *more):
         """Predictions of ``save``'s best checkpoint for ``tsvs`` into ``out_dir``, rows read with ``lang_id``."""
-        self.run([sys.executable, "-m", "xlm_fairseq.inference.classify", save, *tsvs, "--checkpoint-file",
-                  "checkpoint_best.pt", "--lang-id", lang_id, "--out-dir", out_dir, *more], log)  # fmt: skip
+        self.run(
+            [
+                sys.executable,
+                "-m",
+                "xlm_fairseq.inference.classify",
+                save,
+                *tsvs,
+                "--checkpoint-file",
+                "checkpoint_best.pt",
+                "--lang-id",
+                lang_id,
+                "--out-dir",
+                out_dir,
+                *more,
+            ],
+            log,
+        )
 
     def evaluate(self, save):
         """English and German accuracy of the best checkpoint, German read with its own language id
@@ -28,8 +43,15 @@ class ClassifierScoring:
                 continue
             suffix = "" if lang_id == "own" else f"_lang_id_{lang_id}"
             tsv = [self.xcls / f"valid.{lang}.tsv" for lang in files]
-            self.classify(save, tsv, lang_id, save / f"predictions{suffix}", save / f"classify{suffix}.log",
-                          "--json", save / f"accuracy{suffix}.json")  # fmt: skip
+            self.classify(
+                save,
+                tsv,
+                lang_id,
+                save / f"predictions{suffix}",
+                save / f"classify{suffix}.log",
+                "--json",
+                save / f"accuracy{suffix}.json",
+            )
             scored = json.loads((save / f"accuracy{suffix}.json").read_text()).values()
             accuracy = {v["lang"]: v["accuracy"] for v in scored}  # classify records each file's language
             if lang_id == "own":
@@ -51,7 +73,21 @@ class ClassifierScoring:
     def retrieval(self, model_dir, checkpoint, data=None):
         result, texts = model_dir / f"retrieval.{checkpoint}.json", self.work / "retrieval"
         if not result.exists():
-            self.run([sys.executable, "-m", "xlm_fairseq.evaluation.retrieval", model_dir / checkpoint,
-                      "--data", data or ".", "--src", f"en={texts}/valid.en", "--tgt", f"de={texts}/valid.de",
-                      "--json", result], model_dir / f"retrieval.{checkpoint}.log")  # fmt: skip
+            self.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "xlm_fairseq.evaluation.retrieval",
+                    model_dir / checkpoint,
+                    "--data",
+                    data or ".",
+                    "--src",
+                    f"en={texts}/valid.en",
+                    "--tgt",
+                    f"de={texts}/valid.de",
+                    "--json",
+                    result,
+                ],
+                model_dir / f"retrieval.{checkpoint}.log",
+            )
         return json.loads(result.read_text())

@@ -86,5 +86,10 @@ def summary(row: str, seeds, english_only, trained) -> dict:
         german = [r["acc_de_en_id"] for r in runs]
         rounds.append({"round": k, **pseudo, **xcls_report.spreads(runs), "acc_de_en_id_runs": german})
     german = [r["acc_de_en_id"] for r in english_only]
-    return {"row": row, "seeds": list(seeds), "fraction_per_round": STEP, "english_only_acc_de_en_id": german,
-            "rounds": rounds}  # fmt: skip
+    return {
+        "row": row,
+        "seeds": list(seeds),
+        "fraction_per_round": STEP,
+        "english_only_acc_de_en_id": german,
+        "rounds": rounds,
+    }

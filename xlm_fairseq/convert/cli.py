@@ -135,16 +135,29 @@ def _run(argv):
         help="text of an old language: new pieces that would change how it segments are left out (repeatable)",
     )
     new.add_argument("--pieces", type=int, default=2000, help="pieces learnt on the new text (default 2000)")
-    new.add_argument("--init", choices=PIECE_INITS, default="pieces", help="new rows: the mean of the old pieces "
-                     "each new piece splits into (default), or random as XLM initialises")  # fmt: skip
+    new.add_argument(
+        "--init",
+        choices=PIECE_INITS,
+        default="pieces",
+        help="new rows: the mean of the old pieces each new piece splits into (default), or random as XLM initialises",
+    )
     new.add_argument("--lang-init", metavar="LANG", help="its language embedding starts as LANG's (default: mean)")
     args = parser.parse_args(argv)
     for name in NOISY_LOGGERS:  # a command line: keep stderr for errors
         logging.getLogger(name).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r"(?s).*(hydra|ConfigStore|strict flag|package header)")
     if args.add_lang:
-        out = add_language(args.src, args.out_dir, args.add_lang, args.text, args.keep_text, args.pieces, args.init,
-                           args.lang_init, args.force)  # fmt: skip
+        out = add_language(
+            args.src,
+            args.out_dir,
+            args.add_lang,
+            args.text,
+            args.keep_text,
+            args.pieces,
+            args.init,
+            args.lang_init,
+            args.force,
+        )
         print(f"wrote {out}")
         return 0
     if args.text or args.keep_text:

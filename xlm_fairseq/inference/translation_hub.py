@@ -100,16 +100,19 @@ class XLMTranslationHubInterface(GeneratorHubInterface):
         with self.direction(src, tgt):
             src, tgt = self.task.cfg.source_lang, self.task.cfg.target_lang
             if self._engine(engine, src, tgt) == "fairseq":
-                return self._each_text(sentences, lambda texts: super(XLMTranslationHubInterface, self).sample(
-                    texts, beam, verbose, **kwargs))  # fmt: skip
+                return self._each_text(
+                    sentences,
+                    lambda texts: super(XLMTranslationHubInterface, self).sample(texts, beam, verbose, **kwargs),
+                )
             return self._each_text(sentences, lambda texts: self._translate_ctranslate2(texts, src, tgt, beam, kwargs))
 
     def sample(self, sentences, src=None, tgt=None, beam: int = 1, verbose: bool = False, **kwargs):
         """fairseq's ``sample`` (every generation option: ``sampling``, ``sampling_topk``, ...) on a
         string or a list of strings; a blank string gives ""."""
         with self.direction(src, tgt):
-            return self._each_text(sentences, lambda texts: super(XLMTranslationHubInterface, self).sample(
-                texts, beam, verbose, **kwargs))  # fmt: skip
+            return self._each_text(
+                sentences, lambda texts: super(XLMTranslationHubInterface, self).sample(texts, beam, verbose, **kwargs)
+            )
 
     def _each_text(self, sentences, translate):
         texts, single = text_batch(sentences, "sentences")
