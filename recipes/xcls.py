@@ -13,7 +13,7 @@ Runs, one per ``--inits`` entry:
   random    the classifier from random initialisation (the vocabulary and pipeline of the data-bin)
   mlm       pretrained with MLM on the en and de monolingual streams
   mlm_tlm   pretrained with MLM on them and TLM on the en-de pairs (the same sentences, aligned)
-Pretraining text (``recipes/lib/xcls_corpus.py``, ``--corpus``; its subwords: ``--vocab-size``) has no
+Pretraining text (``recipes/lib/xcls/corpus.py``, ``--corpus``; its subwords: ``--vocab-size``) has no
 description of a package of the set: none at all, or (``shared+ddtp``) those of the packages outside its
 topics. Each LM trains to each of its budgets — updates (``--pretrain-updates``) or CPU-minutes
 (``--lm-minutes``, counted in updates from the LM's speed measured alone, as ``recipes/scale.py`` does) —
@@ -22,8 +22,8 @@ fine-tuned on English (the epoch of best *English* accuracy kept; ``--finetune-b
 budget only), which scores German with German's language id (XLM) and with English's (``--lang-id en``).
 The row of best German accuracy (English id) is fine-tuned again with ``--seeds``, each seed then self-trained
 with ``--self-train ROUNDS`` on the German descriptions of the training packages, their labels never read
-(``recipes/lib/xcls_self_training.py``). TF-IDF + logistic regression and the majority class are the
-references (``recipes/lib/xcls_baselines.py``; recipes/README.md).
+(``recipes/lib/xcls/self_training.py``). TF-IDF + logistic regression and the majority class are the
+references (``recipes/lib/xcls/baselines.py``; recipes/README.md).
 
 On a GPU (``--device cuda``) a small model's step is bound by launches, not arithmetic: ``--jobs N`` runs N inits
 (then N seeds) side by side, ``--lm-clock time`` gives each LM its minutes of training time as they go.
@@ -40,19 +40,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from preprocess.errors import ArgumentParser
-from recipes.lib import experiments, figures, xcls_baselines, xcls_corpus, xcls_report, xcls_self_training
+from recipes.lib import experiments, figures
 from recipes.lib.driver import Driver
 from recipes.lib.experiments import CALIBRATION_SECONDS, Measure, measure_speed
 from recipes.lib.optim import optim_flags
 from recipes.lib.stages import copy_file, write_json, write_text
 from recipes.lib.trained import checkpoint_updates
-from recipes.lib.xcls_report import FINETUNE_LANG
-from recipes.lib.xcls_scoring import ClassifierScoring
+from recipes.lib.xcls import baselines as xcls_baselines
+from recipes.lib.xcls import corpus as xcls_corpus
+from recipes.lib.xcls import report as xcls_report
+from recipes.lib.xcls import self_training as xcls_self_training
+from recipes.lib.xcls.report import FINETUNE_LANG
+from recipes.lib.xcls.scoring import ClassifierScoring
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 INITS = ("random", "mlm", "mlm_tlm")
-CORPORA = ("sample", "shared", "shared+ddtp")  # recipes/lib/xcls_corpus.py
+CORPORA = ("sample", "shared", "shared+ddtp")  # recipes/lib/xcls/corpus.py
 PRETRAIN_STEPS = {"mlm": "en,de", "mlm_tlm": "en,de,de-en"}
 BLI = ("bli", "de-en.dev.txt")  # under --shared-data: the probe's dictionary
 
@@ -352,7 +356,7 @@ def main(argv=None):
     p.add_argument("--finetune-lr", type=float, help="peak learning rate of the fine-tuning (default 5e-4)")
     p.add_argument("--self-train", type=int, default=0, metavar="ROUNDS",
                    help="then self-train the best row's seeds this many rounds on unlabelled German descriptions of "
-                        "the training packages (default 0; recipes/lib/xcls_self_training.py)")  # fmt: skip
+                        "the training packages (default 0; recipes/lib/xcls/self_training.py)")  # fmt: skip
     p.add_argument("--corpus", choices=CORPORA, help="pretraining text: sample (shipped manuals; default), shared "
                    "(no descriptions; --experiment's), shared+ddtp (and non-topic packages' descriptions)")  # fmt: skip
     p.add_argument("--vocab-size", dest="vocab", type=int, metavar="N",

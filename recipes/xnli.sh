@@ -14,8 +14,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$REPO/recipes/lib/stages.sh"
 # shellcheck source-path=SCRIPTDIR source=lib/optim.sh
 source "$REPO/recipes/lib/optim.sh"
-# shellcheck source-path=SCRIPTDIR source=lib/wmt16_download.sh
-source "$REPO/recipes/lib/wmt16_download.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/wmt16/download.sh
+source "$REPO/recipes/lib/wmt16/download.sh"
 
 XNLI_URL=https://dl.fbaipublicfiles.com/XNLI/XNLI-1.0.zip
 MNLI_URL=https://cims.nyu.edu/~sbowman/multinli/multinli_1.0.zip
@@ -121,7 +121,7 @@ case $WORK_DIR in /*) WORK=$WORK_DIR ;; *) WORK=$PWD/${WORK_DIR#./} ;; esac
 [[ -z $DATA_DIR || $DATA_DIR == /* ]] || DATA_DIR=$PWD/${DATA_DIR#./}
 [[ -z $CHECKSUMS_FILE || $CHECKSUMS_FILE == /* ]] || CHECKSUMS_FILE=$PWD/${CHECKSUMS_FILE#./}
 PYTHON=${PYTHON:-python}
-TOOLS=(-m recipes.lib.wmt16_tools)
+TOOLS=(-m recipes.lib.wmt16.tools)
 CHECKSUMS=${CHECKSUMS_FILE:-$REPO/recipes/checksums.sha256}
 LOCK=$WORK/checksums.lock
 DOWNLOADS=$WORK/downloads

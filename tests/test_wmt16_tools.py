@@ -1,5 +1,5 @@
-"""Tests of the WMT16 recipes' small data steps, ``python -m recipes.lib.wmt16_tools`` (with
-``recipes/lib/wmt16_data.py`` and ``wmt16_eval.py``): checksums, gzip heads, parallel corpora in
+"""Tests of the WMT16 recipes' small data steps, ``python -m recipes.lib.wmt16.tools`` (with
+``recipes/lib/wmt16/data.py`` and ``evaluation.py``): checksums, gzip heads, parallel corpora in
 archives, XLM vocabularies, hypotheses and references, the BLEU table, sacrebleu's test-set cache."""
 
 import gzip
@@ -19,7 +19,7 @@ from preprocess.pipeline import PipelineSettings, write_settings
 
 def tools(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "recipes.lib.wmt16_tools", *map(str, args)],
+        [sys.executable, "-m", "recipes.lib.wmt16.tools", *map(str, args)],
         cwd=cwd or ROOT,
         capture_output=True,
         text=True,
@@ -189,7 +189,7 @@ def test_summary_table(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------
-# sacrebleu's test-set cache (wmt16_tools.py testset), killed while unpacking
+# sacrebleu's test-set cache (wmt16/tools.py testset), killed while unpacking
 # ------------------------------------------------------------------------------------------------
 
 # a test set as sacrebleu defines its WMT16 ones, served from a local archive (file://); KILL_IN
@@ -211,8 +211,8 @@ if kill_in:
                 os.kill(os.getpid(), signal.SIGKILL)
             self.extract(member, path)
     tarfile.TarFile.extractall = extractall
-from recipes.lib import wmt16_tools
-sys.exit(wmt16_tools.main(["testset", "toy16", "de-en", sys.argv[3], *sys.argv[4:]]))
+from recipes.lib.wmt16 import tools
+sys.exit(tools.main(["testset", "toy16", "de-en", sys.argv[3], *sys.argv[4:]]))
 """
 
 

@@ -6,7 +6,7 @@ import csv
 import pytest
 from conftest import BIN, ROOT, SHARED, run
 
-from recipes.lib import xcls_corpus
+from recipes.lib.xcls import corpus as xcls_corpus
 
 SAMPLE_XCLS = ROOT / "recipes" / "data" / "xcls"
 

@@ -16,7 +16,7 @@ the shared corpus: games, graphics, sound, video, science, math, net, web, mail,
 split by the shared corpus' own splitter (``build/tools/textutil.py``) per paragraph, per list item
 and over the whole description, so each line the DDTP files were cut into is among them. A hash is
 the first HASH_CHARS hex digits of SHA-1 of the sentence lower-cased, spaces collapsed
-(``recipes.lib.xcls_corpus.topic_hash``): 0.5 % of other lines match by chance (and are left out too).
+(``recipes.lib.xcls.corpus.topic_hash``): 0.5 % of other lines match by chance (and are left out too).
 """
 
 import argparse
@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from recipes.lib.xcls_corpus import TOPIC_SECTIONS, topic_hash  # noqa: E402
+from recipes.lib.xcls.corpus import TOPIC_SECTIONS, topic_hash  # noqa: E402
 
 BULLET = re.compile(r"\s*([*+\-o•]|\d+[.)])\s")
 

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 #
 # The bash side of the recipes' stage engine (sourced, not run), shared by recipes/quickstart.sh,
-# the WMT16 recipes (recipes/lib/wmt16_common.sh) and recipes/xnli.sh. The engine itself is
+# the WMT16 recipes (recipes/lib/wmt16/common.sh) and recipes/xnli.sh. The engine itself is
 # recipes/lib/stages.py, the one implementation the Python drivers use too: stage markers and their
 # keys, skipped and forgotten stages, stale checkpoints set aside, --stage N's prerequisites,
 # commands run into logs (their tail on failure) and outputs written whole. What stays here is what

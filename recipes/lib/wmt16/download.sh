@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 #
-# Stage 1 of the WMT16 recipes (sourced by recipes/lib/wmt16_common.sh): every file fetched (or taken
+# Stage 1 of the WMT16 recipes (sourced by recipes/lib/wmt16/common.sh): every file fetched (or taken
 # from --data-dir) and checked against its SHA-256, then the text extracted into WORK/raw; the
 # validation and test sets come from sacrebleu (-t), which checks them against its own digests.
 

@@ -1,4 +1,4 @@
-"""The evaluation steps of the WMT16 recipes' tools (``recipes/lib/wmt16_tools.py``, the command
+"""The evaluation steps of the WMT16 recipes' tools (``recipes/lib/wmt16/tools.py``, the command
 line): hypotheses out of fairseq-generate's output, references tokenised as ``preprocess/`` does
 (:mod:`preprocess.text`), Romanian without diacritics, the BLEU table. Each ``cmd_*`` takes the
 parsed arguments, writes its output whole or not at all and raises
@@ -14,7 +14,7 @@ from preprocess.errors import UserError
 from preprocess.files import atomic_write
 from preprocess.pipeline import require_pipeline
 from preprocess.text import detokenize, normalize_and_tokenize, remove_romanian_diacritics
-from recipes.lib.wmt16_data import need_file
+from recipes.lib.wmt16.data import need_file
 
 
 def _pipeline(data: Optional[str]):

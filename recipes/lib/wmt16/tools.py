@@ -2,7 +2,7 @@
 
 Each subcommand reads its inputs, writes its output atomically (a temporary sibling renamed into
 place), prints one line on success, and on a user error prints one line ``wmt16_tools: error: ...``
-on stderr and exits with status 2. Run ``python -m recipes.lib.wmt16_tools SUBCOMMAND --help`` (the
+on stderr and exits with status 2. Run ``python -m recipes.lib.wmt16.tools SUBCOMMAND --help`` (the
 repository on PYTHONPATH, as the recipes set it).
 
 verify          SHA-256 of downloads against recipes/checksums.sha256 (and the work dir's
@@ -22,7 +22,7 @@ import argparse
 import sys
 
 from preprocess.errors import ArgumentParser, UserError, run_command
-from recipes.lib.wmt16_data import (
+from recipes.lib.wmt16.data import (
     cmd_extract_para,
     cmd_head_gz,
     cmd_same_dict,
@@ -30,7 +30,7 @@ from recipes.lib.wmt16_data import (
     cmd_verify,
     cmd_vocab_to_dict,
 )
-from recipes.lib.wmt16_eval import cmd_hyps, cmd_strip_diacritics, cmd_summary, cmd_tokenize_ref
+from recipes.lib.wmt16.evaluation import cmd_hyps, cmd_strip_diacritics, cmd_summary, cmd_tokenize_ref
 
 PROG = "wmt16_tools"
 

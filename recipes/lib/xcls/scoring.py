@@ -5,9 +5,9 @@ retrieval on its stack (as on an LM's)."""
 import json
 import sys
 
-from recipes.lib import xcls_corpus
 from recipes.lib.stages import write_json, write_text
-from recipes.lib.xcls_report import FINETUNE_LANG
+from recipes.lib.xcls import corpus
+from recipes.lib.xcls.report import FINETUNE_LANG
 
 
 class ClassifierScoring:
@@ -67,7 +67,7 @@ class ClassifierScoring:
         texts = self.work / "retrieval"
         for lang in ("en", "de"):
             if not (texts / f"valid.{lang}").exists():
-                write_text(texts / f"valid.{lang}", xcls_corpus.texts(self.xcls / f"valid.{lang}.tsv"))
+                write_text(texts / f"valid.{lang}", corpus.texts(self.xcls / f"valid.{lang}.tsv"))
         return texts
 
     def retrieval(self, model_dir, checkpoint, data=None):

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# (shellcheck finds the parts in this directory, or in SCRIPTDIR/lib when it checks a recipe)
-# shellcheck source-path=SCRIPTDIR source-path=SCRIPTDIR/lib
+# (shellcheck finds the parts in this directory, or in SCRIPTDIR/lib/wmt16 when it checks a recipe)
+# shellcheck source-path=SCRIPTDIR source-path=SCRIPTDIR/lib/wmt16
 #
 # The code shared by recipes/wmt16_en_de.sh and recipes/wmt16_en_ro.sh (sourced, not run): their
 # entry point, wmt16_main.
@@ -21,20 +21,20 @@
 #   USAGE_PAIR     the pair-specific part of --help
 #
 # The parts, each sourced here: recipes/lib/stages.sh (the bash side of the recipes' stage engine,
-# recipes/lib/stages.py: errors, notes, commands and --dry-run listings, stage markers), optim.sh
-# (the shared optimiser flags), wmt16_options.sh (--help, options, layout, stage keys),
-# wmt16_download.sh (stage 1), wmt16_train_eval.sh (stages 2-5).
+# recipes/lib/stages.py: errors, notes, commands and --dry-run listings, stage markers),
+# recipes/lib/optim.sh (the shared optimiser flags), and beside this file options.sh (--help, options,
+# layout, stage keys), download.sh (stage 1), train_eval.sh (stages 2-5).
 
-# shellcheck source=stages.sh
-source "$(dirname "${BASH_SOURCE[0]}")/stages.sh"
-# shellcheck source=optim.sh
-source "$(dirname "${BASH_SOURCE[0]}")/optim.sh"
-# shellcheck source=wmt16_options.sh
-source "$(dirname "${BASH_SOURCE[0]}")/wmt16_options.sh"
-# shellcheck source=wmt16_download.sh
-source "$(dirname "${BASH_SOURCE[0]}")/wmt16_download.sh"
-# shellcheck source=wmt16_train_eval.sh
-source "$(dirname "${BASH_SOURCE[0]}")/wmt16_train_eval.sh"
+# shellcheck source=../stages.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../stages.sh"
+# shellcheck source=../optim.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../optim.sh"
+# shellcheck source=options.sh
+source "$(dirname "${BASH_SOURCE[0]}")/options.sh"
+# shellcheck source=download.sh
+source "$(dirname "${BASH_SOURCE[0]}")/download.sh"
+# shellcheck source=train_eval.sh
+source "$(dirname "${BASH_SOURCE[0]}")/train_eval.sh"
 
 STAGE_IDS=(1 2 3 4 5)
 STAGE_NAMES=("" download preprocess pretrain train evaluate)

@@ -1,7 +1,7 @@
 """Self-training of the classification recipe (``recipes/xcls.py --self-train ROUNDS``): German is still
 never labelled by anyone but the model.
 
-The pool is the German descriptions of the training packages (``xcls_corpus.unlabelled_descriptions``),
+The pool is the German descriptions of the training packages (``corpus.unlabelled_descriptions``),
 read without labels. Round k: the previous classifier (round 0: the English-only one) labels the pool
 as German is scored, with English's language id; the ``k * STEP`` most confident part of it joins the
 English rows, and a classifier is fine-tuned afresh from the same LM on both, every row read with English's id. The
@@ -10,9 +10,9 @@ pseudo-labels' accuracy against the English twins' labels is reported, never tra
 import csv
 from pathlib import Path
 
-from recipes.lib import xcls_corpus, xcls_report
 from recipes.lib.stages import copy_file, write_json, write_text
-from recipes.lib.xcls_report import FINETUNE_LANG
+from recipes.lib.xcls import corpus, report
+from recipes.lib.xcls.report import FINETUNE_LANG
 
 STEP = 0.3  # of the pool added per round: the most confident third is ~87 % right at 60 % accuracy
 POOL = "pool.de.tsv"
@@ -28,7 +28,7 @@ def make_pool(recipe) -> Path:
     out = recipe.work / "self_train"
     if not (out / POOL).exists():
         xcls = recipe.xcls
-        pool = xcls_corpus.unlabelled_descriptions(
+        pool = corpus.unlabelled_descriptions(
             recipe.shared, xcls / "train.en.tsv", [xcls / "valid.en.tsv", xcls / "valid.de.tsv"]
         )
         if not pool:
@@ -84,7 +84,7 @@ def summary(row: str, seeds, english_only, trained) -> dict:
     for k, runs in enumerate(zip(*trained), 1):
         pseudo = {key: [r[key] for r in runs] for key in ("pseudo_rows", "pseudo_accuracy")}
         german = [r["acc_de_en_id"] for r in runs]
-        rounds.append({"round": k, **pseudo, **xcls_report.spreads(runs), "acc_de_en_id_runs": german})
+        rounds.append({"round": k, **pseudo, **report.spreads(runs), "acc_de_en_id_runs": german})
     german = [r["acc_de_en_id"] for r in english_only]
     return {
         "row": row,

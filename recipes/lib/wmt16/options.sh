@@ -1,8 +1,8 @@
 # shellcheck shell=bash
-# (what is set here is used by the other parts; shellcheck sees them together through wmt16_common.sh)
+# (what is set here is used by the other parts; shellcheck sees them together through common.sh)
 # shellcheck disable=SC2034
 #
-# The WMT16 recipes' options (sourced by recipes/lib/wmt16_common.sh): --help, option parsing and
+# The WMT16 recipes' options (sourced by recipes/lib/wmt16/common.sh): --help, option parsing and
 # checks, the work directory's layout, and the key of each stage (the options its result depends
 # on, kept in its marker; see recipes/lib/stages.sh).
 
@@ -192,8 +192,8 @@ parse_options() {
 # ------------------------------------------------------------------------------------------------
 
 setup_paths() {
-  REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-  TOOLS=(-m recipes.lib.wmt16_tools)  # run with PYTHONPATH=REPO (wmt16_main exports it)
+  REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+  TOOLS=(-m recipes.lib.wmt16.tools)  # run with PYTHONPATH=REPO (wmt16_main exports it)
   CHECKSUMS=$REPO/recipes/checksums.sha256
   [[ -z $CHECKSUMS_FILE ]] || CHECKSUMS=$(abspath "$CHECKSUMS_FILE")
   USER_DIR=$REPO/xlm_fairseq

@@ -35,7 +35,7 @@ TOPIC_SECTIONS = frozenset(
     "games graphics sound video science math gnu-r mail net web httpd comm fonts editors text tex education "
     "electronics hamradio database localization".split()
 )
-TOPIC_HASHES = Path(__file__).resolve().parents[1] / "data" / "xcls" / "topic_sentences.gz"
+TOPIC_HASHES = Path(__file__).resolve().parents[2] / "data" / "xcls" / "topic_sentences.gz"
 HASH_CHARS = 6
 SHARED_WORDS = 8  # a description line sharing this many words in a row with a classification text is left out
 

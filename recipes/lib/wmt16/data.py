@@ -1,4 +1,4 @@
-"""The data steps of the WMT16 recipes' tools (``recipes/lib/wmt16_tools.py``, the command line):
+"""The data steps of the WMT16 recipes' tools (``recipes/lib/wmt16/tools.py``, the command line):
 checksums of downloads, gzip heads, sacrebleu's test sets, parallel corpora inside archives, XLM
 vocabularies. Each ``cmd_*`` takes the parsed arguments, writes its output whole or not at all
 (:func:`preprocess.files.atomic_write`), prints one line on success and raises

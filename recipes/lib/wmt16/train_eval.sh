@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 #
-# Stages 2-5 of the WMT16 recipes (sourced by recipes/lib/wmt16_common.sh): preprocess, pretrain (or
+# Stages 2-5 of the WMT16 recipes (sourced by recipes/lib/wmt16/common.sh): preprocess, pretrain (or
 # convert the released model), train the translation model, evaluate.
 
 # ------------------------------------------------------------------------------------------------
