@@ -13,8 +13,6 @@ default one fairseq update is one iteration: each objective with a non-zero weig
 style). ``--step-per-objective`` is XLM's loop: one update per objective, so each gets its own Adam
 step, gradient clipping and LR-schedule step. Lambda schedules count iterations in both modes.
 Training sentences with a side over ``--max-sentence-len`` (100) subwords are dropped (XLM --max_len).
-``--bt-vocab-min-share`` (not XLM's; off by default) writes each back-translation only with words its
-language's train text holds a share of: a joint vocabulary otherwise lets UNMT copy source words.
 
 With ``-s SRC -t TGT`` (fairseq-generate / fairseq-interactive) the task serves that one direction.
 """
