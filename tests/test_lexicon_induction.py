@@ -370,4 +370,5 @@ def test_lever_table_is_made_from_the_records(tmp_path):
     assert "| none | bf16/bf16 | 1 | 3.50 (+1.99) | 2.81 (+1.30) |" in proc.stdout
     assert re.search(r"\| tlm \| bf16/bf16 \| [23] \| 5\.\d\d \(\+", proc.stdout), proc.stdout
     assert re.search(r"\| emb \| bf16/bf16 \| 3 \| \d+\.\d\d \(\+", proc.stdout), proc.stdout  # quickstart default
+    assert "| emb | fp32/fp32 | 3 | 5.43 (+3.92) | 3.70 (+2.19) |" in proc.stdout  # its three fp32 runs
     assert (tmp_path / "levers.png").stat().st_size > 10_000
