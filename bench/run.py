@@ -28,7 +28,7 @@ On a GPU (``--device cuda``) both sides run with the same ``--fp16`` / ``--bf16`
 matmuls, as the plugin enables under CUDA); the reference matmul runs in that precision, and the
 result records the GPU and the attention kernels torch may choose. fairseq's parser turns ``--bf16``
 into ``--tpu``, which only the plugin takes back, so under bf16 the peers run with ``--user-dir``
-too. The peers train with fairseq's own ``--optimizer adam`` where ours take the recipes' ``xlm_adam``, and
+too. The peers train with fairseq's own Adam (``with_fairseqs_adam``) where ours take the recipes' optimizer, and
 the plugin leaves fairseq's Adam and its bf16 master weights as they are for them.
 """
 

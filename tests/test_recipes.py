@@ -222,7 +222,7 @@ def test_the_shared_optimiser_flags_are_written_in_one_place():
     ]
     assert written == []
     assert read_optim_flags() == {
-        "--optimizer": "adam",
+        "--optimizer": "xlm_adam",
         "--adam-betas": "(0.9,0.98)",
         "--lr-scheduler": "inverse_sqrt",
         "--clip-norm": "5",
