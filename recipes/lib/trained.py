@@ -52,12 +52,17 @@ def summary(log_text: str) -> str:
     return line
 
 
+def saved_updates(state: dict) -> int:
+    """The updates a fairseq checkpoint's content was saved at."""
+    return int(state["optimizer_history"][-1]["num_updates"])
+
+
 def checkpoint_updates(checkpoint) -> int:
     """The updates a fairseq checkpoint was saved at (exact, and right for a budget's kept copy when
     the run's log has gone on since)."""
     from xlm_fairseq.assets import read_checkpoint
 
-    return int(read_checkpoint(str(checkpoint))["optimizer_history"][-1]["num_updates"])
+    return saved_updates(read_checkpoint(str(checkpoint)))
 
 
 def scored(checkpoint: Path, last_update: int) -> str:
@@ -69,7 +74,7 @@ def scored(checkpoint: Path, last_update: int) -> str:
     value = (state.get("extra_state") or {}).get("val_loss")
     metric = (state.get("cfg") or {}).get("checkpoint", {}).get("best_checkpoint_metric", "metric")
     kept = f", valid {metric} {value:.2f}" if isinstance(value, (int, float)) else ""
-    return f"scored: {checkpoint.name}, update {checkpoint_updates(checkpoint)} of {last_update}{kept}"
+    return f"scored: {checkpoint.name}, update {saved_updates(state)} of {last_update}{kept}"
 
 
 def main(argv=None):
