@@ -227,10 +227,10 @@ class Sweep(Driver):
 
     @staticmethod
     def params(checkpoint) -> dict:
-        from xlm_fairseq.assets import read_checkpoint
+        from xlm_fairseq import checkpoints
 
         # parameters only: not the tied projection (the embeddings' tensor) nor the model's _extra_state (its languages)
-        state = {k: v for k, v in read_checkpoint(str(checkpoint))["model"].items() if not k.endswith("_extra_state")}
+        state = {k: v for k, v in checkpoints.load(str(checkpoint))["model"].items() if not k.endswith("_extra_state")}
         state = {k: v for k, v in state.items() if not k.endswith(TIED)}
         total = sum(v.numel() for v in state.values())
         embedding = sum(v.numel() for k, v in state.items() if k.endswith(EMBEDDING_TENSORS))

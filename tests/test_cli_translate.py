@@ -230,9 +230,9 @@ def _stopping_later(ckpt, out, eos=2, shift=4.0):
     there are words."""
     from fairseq.checkpoint_utils import torch_persistent_save
 
-    from xlm_fairseq.assets import read_checkpoint
+    from xlm_fairseq import checkpoints
 
-    state = read_checkpoint(str(ckpt))
+    state = checkpoints.load(str(ckpt))
     state["model"]["decoder.transformer.pred_layer.proj.bias"][eos] -= shift
     torch_persistent_save(state, str(out))
     return out

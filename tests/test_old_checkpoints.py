@@ -31,9 +31,9 @@ def test_old_checkpoint_has_no_language_list_and_new_ones_do(old_model, tmp_path
     """An old state dict loads without the list (nothing to check); saved again it carries it."""
     from fairseq.checkpoint_utils import torch_persistent_save
 
-    from xlm_fairseq.assets import read_checkpoint
+    from xlm_fairseq import checkpoints
 
-    state = read_checkpoint(str(OLD / "unmt.pt"))
+    state = checkpoints.load(str(OLD / "unmt.pt"))
     assert "_extra_state" not in state["model"]
     carried = old_model.models[0].state_dict()["_extra_state"]
     assert "".join(map(chr, carried.tolist())) == "de,en,ro"

@@ -25,12 +25,6 @@ from xlm_fairseq.models.xlm import LM_PREFIX
 logger = logging.getLogger(__name__)
 
 
-def read_checkpoint(path: str) -> dict:
-    """A checkpoint file read safely (fairseq's and XLM's classes allowlisted); an unreadable or
-    refused file is one line naming it."""
-    return checkpoints.load(path)
-
-
 def resolve_checkpoint(path: str) -> str:
     if os.path.isdir(path):
         path = os.path.join(path, MODEL_FILE)
@@ -82,7 +76,7 @@ class PretrainedCheckpoint:
 
     def __init__(self, path: str, data: Optional[str] = None):
         self.path = resolve_checkpoint(path)
-        self.state = read_checkpoint(self.path)
+        self.state = checkpoints.load(self.path)
         if not isinstance(self.state, dict) or "model" not in self.state:
             raise XLMUserError(f"{self.path}: not a fairseq checkpoint (no model)")
         self.task_state = self.state.get("task_state") or {}

@@ -60,17 +60,17 @@ def saved_updates(state: dict) -> int:
 def checkpoint_updates(checkpoint) -> int:
     """The updates a fairseq checkpoint was saved at (exact, and right for a budget's kept copy when
     the run's log has gone on since)."""
-    from xlm_fairseq.assets import read_checkpoint
+    from xlm_fairseq import checkpoints
 
-    return saved_updates(read_checkpoint(str(checkpoint)))
+    return saved_updates(checkpoints.load(str(checkpoint)))
 
 
 def scored(checkpoint: Path, last_update: int) -> str:
     """Which update a checkpoint holds and the validation figure it was kept for (fairseq stores the
     value of --best-checkpoint-metric at its save as ``val_loss``)."""
-    from xlm_fairseq.assets import read_checkpoint
+    from xlm_fairseq import checkpoints
 
-    state = read_checkpoint(str(checkpoint))
+    state = checkpoints.load(str(checkpoint))
     value = (state.get("extra_state") or {}).get("val_loss")
     metric = (state.get("cfg") or {}).get("checkpoint", {}).get("best_checkpoint_metric", "metric")
     kept = f", valid {metric} {value:.2f}" if isinstance(value, (int, float)) else ""
