@@ -185,7 +185,7 @@ CASES = {
     "--mlm-steps of a pair without parallel data": (
         None,
         lambda c: ["train", c.data, *TRAIN_LM, "--mlm-steps", "de-ro", "--save-dir", c.tmp / "new"],
-        "missing training data: {data}/train.de-ro.de.bin",
+        "missing parallel data {data}/train.de-ro.de.bin",
     ),
     "--pretrained-xlm-checkpoint of another vocabulary": (
         lambda c: (c.data / "dict.txt").write_text(

@@ -239,6 +239,8 @@ def _stopping_later(ckpt, out, eos=2, shift=4.0):
 
 
 def test_back_translation_is_greedy_generation_in_the_other_language(unmt, data_bin, tmp_path):
+    from xlm_fairseq.objectives.translation import BackTranslation
+
     ckpt = _stopping_later(unmt[0] / "checkpoint_last.pt", tmp_path / "checkpoint.pt")
     model, task = _load(ckpt, data_bin, source_lang="en", target_lang="de")
     task.load_dataset("test")
@@ -250,7 +252,8 @@ def test_back_translation_is_greedy_generation_in_the_other_language(unmt, data_
     handle = model.encoder.transformer.register_forward_pre_hook(
         lambda m, a: modes.append((m.training, torch.is_grad_enabled()))
     )
-    out = task.back_translate(model, batch, src_lang_id=task.lang2id["en"], mid_lang_id=task.lang2id["de"])
+    back_translation = BackTranslation(("en", "de", "en"), task)
+    out = back_translation.prepare(model, batch)
     handle.remove()
     assert modes and all(mode == (False, False) for mode in modes), "generation runs in eval mode without gradient"
     assert model.training, "training mode restored"
@@ -281,7 +284,7 @@ def test_back_translation_is_greedy_generation_in_the_other_language(unmt, data_
         int(sid): [t for t in row.tolist() if t != pad] for sid, row in zip(out["id"], out["net_input"]["src_tokens"])
     }
     for i in range(12):
-        single = task.back_translate(model, ds.collater([ds[i]]), task.lang2id["en"], task.lang2id["de"])
+        single = back_translation.prepare(model, ds.collater([ds[i]]))
         tokens = [t for t in single["net_input"]["src_tokens"][0].tolist() if t != pad]
         assert tokens[0] == eos and in_batch[i][0] == eos
         assert task.dictionary.string(torch.tensor(tokens[1:])) == hyps[i], i

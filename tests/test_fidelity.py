@@ -207,6 +207,12 @@ def test_step_per_objective_is_xlms_loop(data_bin, tmp_path):
     assert max(float(r["gnorm"]) for r in xlm) > 0
 
 
+def updated(task, update_num):
+    """(keys of the objectives an update trains, its iteration)."""
+    objectives, iteration = task.loop.update_objectives(update_num)
+    return [o.key for o in objectives], iteration
+
+
 def test_translation_iterations_shorten_when_a_lambda_reaches_0(data_bin):
     """XLM iteration = AE, MT, BT objectives with a weight; lambda schedules count iterations. With
     --step-per-objective an objective of weight 0 takes no step (XLM's step returns at once): the
@@ -224,20 +230,20 @@ def test_translation_iterations_shorten_when_a_lambda_reaches_0(data_bin):
         "0:1,10:0",
         "--step-per-objective",
     )
-    assert task.iteration_length(0) == task.iteration_length(9) == 4 and task.iteration_length(10) == 2
-    early = [task.update_objectives(u) for u in range(8)]
+    assert task.loop.iteration_length(0) == task.loop.iteration_length(9) == 4 and task.loop.iteration_length(10) == 2
+    early = [updated(task, u) for u in range(8)]
     assert [it for _, it in early] == [0] * 4 + [1] * 4
     assert sorted(k for keys, _ in early[:4] for k in keys) == ["ae_de", "ae_en", "bt_de-en-de", "bt_en-de-en"]
     assert [keys[0][:2] for keys, _ in early[:4]] == ["ae", "ae", "bt", "bt"]  # XLM's order: AE before BT
     # iterations 0-9 take 4 steps each (lambda_ae 1 .. 0.1); from iteration 10 on, lambda_ae = 0: 2 steps each
-    late = [task.update_objectives(u) for u in range(36, 48)]
+    late = [updated(task, u) for u in range(36, 48)]
     assert [it for _, it in late] == [9] * 4 + [10, 10, 11, 11, 12, 12, 13, 13]
     for i in range(4, 12, 2):
         assert sorted(late[i][0] + late[i + 1][0]) == ["bt_de-en-de", "bt_en-de-en"], late
-    assert task.update_objectives(100_000)[1] == 10 + (100_000 - 40) // 2
-    task.cfg.step_per_objective = False
-    assert sorted(task.update_objectives(5)[0]) == ["ae_de", "ae_en", "bt_de-en-de", "bt_en-de-en"]
-    assert sorted(task.update_objectives(10)[0]) == ["bt_de-en-de", "bt_en-de-en"]
+    assert task.loop.update_objectives(100_000)[1] == 10 + (100_000 - 40) // 2
+    task.loop.step_per_objective = False
+    assert sorted(updated(task, 5)[0]) == ["ae_de", "ae_en", "bt_de-en-de", "bt_en-de-en"]
+    assert sorted(updated(task, 10)[0]) == ["bt_de-en-de", "bt_en-de-en"]
 
 
 def test_a_lambda_that_returns_and_one_that_never_starts(data_bin):
@@ -258,10 +264,10 @@ def test_a_lambda_that_returns_and_one_that_never_starts(data_bin):
         "0:1,3:0",
         "--step-per-objective",
     )
-    lengths = [task.iteration_length(i) for i in range(9)]
+    lengths = [task.loop.iteration_length(i) for i in range(9)]
     assert lengths == [1, 1, 1, 0, 0, 0, 2, 2, 2], lengths  # MT gone from iteration 3, AE there from 6
     expected = [i for i, n in enumerate(lengths) for _ in range(n)]
-    assert [task.update_objectives(u)[1] for u in range(len(expected))] == expected
+    assert [task.loop.update_objectives(u)[1] for u in range(len(expected))] == expected
     task, _ = setup_task(
         data_bin,
         "translation_lm",
@@ -273,9 +279,9 @@ def test_a_lambda_that_returns_and_one_that_never_starts(data_bin):
         "0:1,2:0",
         "--step-per-objective",
     )
-    assert [task.update_objectives(u)[1] for u in range(2)] == [0, 1]
+    assert [task.loop.update_objectives(u)[1] for u in range(2)] == [0, 1]
     with pytest.raises(Exception, match="every objective's weight is 0 from iteration 2"):
-        task.update_objectives(2)
+        task.loop.update_objectives(2)
     with pytest.raises(Exception, match="negative weight"):
         setup_task(data_bin, "translation_lm", "--langs", "en,de", "--ae-steps", "en", "--lambda-ae", "0:1,10:-1")
 
@@ -296,8 +302,8 @@ def test_mt_steps_are_drawn_with_replacement(data_bin):
         "en-de-en,de-en-de",
         "--step-per-objective",
     )
-    plans = [task.iteration_objectives(i) for i in range(3000)]
-    assert {len(p) for p in plans} == {2 + 3 + 2} and task.iteration_length(0) == 7
+    plans = [[o.key for o in task.loop.iteration_objectives(i)] for i in range(3000)]
+    assert {len(p) for p in plans} == {2 + 3 + 2} and task.loop.iteration_length(0) == 7
     assert all(sorted(p[:2]) == ["ae_de", "ae_en"] and sorted(p[5:]) == ["bt_de-en-de", "bt_en-de-en"] for p in plans)
     mt = [p[2:5] for p in plans]
     repeated = sum(len(set(draws)) < 3 for draws in mt) / len(mt)

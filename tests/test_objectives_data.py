@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from xlm_fairseq.data import MaskedLMConfig, TLMPairDataset, mask_scores_from_counts, mask_tokens
+from xlm_fairseq.data.masking import span_pred_mask
 from xlm_fairseq.data.noise import word_blank, word_dropout, word_shuffle
 from xlm_fairseq.data.streams import LMObjectiveDataset
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.tasks.cross_lingual_lm import sampling_probs
-from xlm_fairseq.tasks.translation_lm import lambda_schedule
+from xlm_fairseq.objectives.schedule import lambda_schedule, sampling_probs
 
 PAD, EOS, MASK, V = 1, 2, 5, 1000
 IS_WORD = torch.arange(V) >= 6  # ids 0..5: special symbols in these synthetic tests
@@ -126,16 +126,23 @@ def test_clm_batch_predicts_next_token():
     assert batch["target"].tolist() == [11, 12, EOS, EOS]
 
 
-def _lm_task(keys_sizes, alpha, step_per_objective=False):
-    from types import SimpleNamespace
+def _lm_loop(keys_sizes, alpha, step_per_objective=False):
+    """XLM's loop over MLM / TLM objectives (the plugin's classes) with these training sentence counts."""
+    from xlm_fairseq.objectives.base import OBJECTIVES
+    from xlm_fairseq.objectives.keys import ObjectiveKey
+    from xlm_fairseq.objectives.schedule import XLMLoop
 
-    from xlm_fairseq.tasks.cross_lingual_lm import XLMCrossLingualLMTask
+    objectives = []
+    for key, sentences in keys_sizes.items():
+        name = ObjectiveKey.parse(key)
+        objective = OBJECTIVES[name.family](name.langs, task=None)
+        objective.sentences = sentences
+        objectives.append(objective)
+    return XLMLoop(objectives, list(OBJECTIVES), seed=1, step_per_objective=step_per_objective, sampling_alpha=alpha)
 
-    task = XLMCrossLingualLMTask.__new__(XLMCrossLingualLMTask)
-    task.cfg = SimpleNamespace(lg_sampling_factor=alpha, seed=1, step_per_objective=step_per_objective)
-    task.train_sizes = dict(keys_sizes)
-    task.objective_keys = lambda: list(keys_sizes)
-    return task
+
+def _keys(objectives):
+    return [o.key for o in objectives]
 
 
 @pytest.mark.parametrize("alpha", [0.5, 0.3, 1.0, -1])
@@ -144,8 +151,8 @@ def test_language_sampling_is_xlms_shuf_order(alpha):
     at -1 uniform, still with replacement (XLM's shuf_order)."""
     mono = {"mlm_en": 700_000, "mlm_de": 250_000, "mlm_ro": 50_000}
     para = {"tlm_de-en": 30_000, "tlm_en-ro": 10_000}
-    task = _lm_task({**mono, **para}, alpha)
-    plans = [task.update_objectives(u)[0] for u in range(6000)]
+    loop = _lm_loop({**mono, **para}, alpha)
+    plans = [_keys(loop.update_objectives(u)[0]) for u in range(6000)]
     assert {len(p) for p in plans} == {3 + 2}
     assert all(all(k.startswith("mlm_") for k in p[:3]) and all(k.startswith("tlm_") for k in p[3:]) for p in plans)
     for family in (mono, para):
@@ -161,14 +168,33 @@ def test_language_sampling_is_xlms_shuf_order(alpha):
 
 def test_at_most_five_draws_per_family_and_step_per_objective_walks_the_iteration():
     langs = ["en", "de", "ro", "fr", "es", "it", "nl"]
-    task = _lm_task({f"mlm_{lang}": 1000 for lang in langs}, -1, step_per_objective=True)
-    assert task.iteration_length() == 5
-    plan = task.iteration_objectives(3)
+    loop = _lm_loop({f"mlm_{lang}": 1000 for lang in langs}, -1, step_per_objective=True)
+    assert loop.iteration_length() == 5
+    plan = _keys(loop.iteration_objectives(3))
     assert len(plan) == 5
     # --step-per-objective: updates 15..19 are iteration 3, one objective each, in the plan's order
-    steps = [task.update_objectives(u) for u in range(15, 20)]
-    assert [keys for keys, _ in steps] == [[k] for k in plan]
+    steps = [loop.update_objectives(u) for u in range(15, 20)]
+    assert [_keys(objectives) for objectives, _ in steps] == [[k] for k in plan]
     assert {it for _, it in steps} == {3}
+
+
+def test_span_masking_predicts_one_contiguous_run_of_each_sentence():
+    """MASS's masking: round(ratio * n) consecutive words of a sentence of n (at least one), starting
+    anywhere they fit, never its </s>."""
+    lengths = (1, 2, 7, 20)
+    rows = [torch.LongTensor(list(range(10, 10 + n)) + [EOS]) for n in lengths]
+    tokens = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=PAD)
+    g = torch.Generator().manual_seed(0)
+    starts = set()
+    for _ in range(300):
+        pred = span_pred_mask(tokens, PAD, EOS, 0.5, g)
+        for row, n in zip(pred, lengths):
+            picked = row.nonzero().flatten().tolist()
+            assert len(picked) == max(1, round(0.5 * n)), (n, picked)
+            assert picked == list(range(picked[0], picked[0] + len(picked))) and picked[-1] < n
+        starts.add(int(pred[3].nonzero()[0]))
+    assert starts == set(range(11))  # 20 words, a span of 10: every start from 0 to 10
+    assert span_pred_mask(tokens, PAD, EOS, 1.0, g)[3].sum() == 20
 
 
 def test_word_shuffle_moves_tokens_less_than_k():

@@ -307,19 +307,28 @@ import torch.distributed as dist
 from fairseq.tasks import register_task
 
 import xlm_fairseq  # noqa: F401
+from xlm_fairseq.objectives.translation import BackTranslation
 from xlm_fairseq.tasks.translation_lm import TranslationLMConfig, TranslationLMTask
+
+
+class FailingBackTranslation(BackTranslation):
+    def prepare(self, model, batch):
+        if dist.get_rank() == 1 and self.task.update_num >= 3:
+            raise RuntimeError("injected failure")
+        return super().prepare(model, batch)
 
 
 @register_task("translation_lm_failing_rank", dataclass=TranslationLMConfig)
 class FailingRank(TranslationLMTask):
+    def set_langs(self, langs):
+        super().set_langs(langs)
+        for objective in self.objectives:
+            if isinstance(objective, BackTranslation):
+                objective.__class__ = FailingBackTranslation
+
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
         self.update_num = update_num
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
-
-    def back_translate(self, model, batch, src_lang_id, mid_lang_id):
-        if dist.get_rank() == 1 and self.update_num >= 3:
-            raise RuntimeError("injected failure")
-        return super().back_translate(model, batch, src_lang_id, mid_lang_id)
 '''
 
 
@@ -403,6 +412,7 @@ import io, os, signal
 import xlm_fairseq  # noqa: F401
 from fairseq import checkpoint_utils
 from xlm_fairseq.patches import checkpoint_copy
+from xlm_fairseq.objectives.translation import BackTranslation
 from xlm_fairseq.tasks.translation_lm import TranslationLMTask
 
 KIND, _, COUNT = os.environ.get("XLM_FAULT", ":0").partition(":")
@@ -431,7 +441,7 @@ def wrap(owner, name, kind):
     setattr(owner, name, wrapped)
 
 
-wrap(TranslationLMTask, "back_translate", "bt")
+wrap(BackTranslation, "prepare", "bt")
 wrap(TranslationLMTask, "valid_step", "valid")
 wrap(TranslationLMTask, "train_step", "step")
 real_save, real_copy = checkpoint_utils._torch_persistent_save, checkpoint_copy.shutil.copyfileobj

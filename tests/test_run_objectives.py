@@ -6,13 +6,15 @@ objective's n, and the update returns loss ``sum_k w_k * m_k * S`` and sample si
 divides the gradient by it: the mean over objectives of ``w_k * m_k``). XLM's loop
 (``--step-per-objective``): one objective per update, its summed loss ``m * n`` and size n.
 
-Each m_k and n_k is computed here from the model's logits with torch's cross-entropy; the task's
-loop is reached through the task object (``task.run_objectives``, ``task.train_step``)."""
+Each m_k and n_k is computed here from the model's logits with torch's cross-entropy; the loop is
+``run_objectives`` over the task's objective objects, and fairseq's entry ``task.train_step``."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import setup_task
+
+from xlm_fairseq.objectives.schedule import run_objectives
 
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--seed", "1", "--cpu"]
 LM_ARGS = ["--tokens-per-sample", "64", "--max-tokens", "600", *NO_DROPOUT]
@@ -47,6 +49,10 @@ def _mean_and_count(model, batch, pad):
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), target, ignore_index=pad), n
 
 
+def _objectives(task, keys):
+    return [task.objective(key) for key in keys]
+
+
 def _by_hand(model, sample, keys, pad, weights=None):
     """(loss with its graph, sample size, each objective's back-propagated loss) of the summed loop."""
     parts, size = [], None
@@ -76,7 +82,7 @@ def test_summed_loop_returns_each_objectives_mean_times_the_first_size(lm, keys)
     assert size == len(keys) * counts[keys[0]]
 
     with torch.no_grad():
-        loss, sample_size, logs = task.run_objectives(sample, model, criterion, keys)
+        loss, sample_size, logs = run_objectives(sample, model, criterion, _objectives(task, keys))
     assert int(sample_size) == size
     assert float(loss) == pytest.approx(expected.item(), rel=1e-5)
     for key in set(keys):  # the per-objective metrics stay fairseq's sums over that objective's tokens
@@ -84,7 +90,7 @@ def test_summed_loop_returns_each_objectives_mean_times_the_first_size(lm, keys)
 
     model.zero_grad()
     optimizer = RecordingOptimizer()
-    loss, sample_size, _ = task.run_objectives(sample, model, criterion, keys, optimizer=optimizer)
+    loss, sample_size, _ = run_objectives(sample, model, criterion, _objectives(task, keys), optimizer=optimizer)
     assert int(sample_size) == size and float(loss) == pytest.approx(expected.item(), rel=1e-5)
     assert [float(x) for x in optimizer.losses] == pytest.approx([p.item() for p in parts], rel=1e-5)
     got = [p.grad.clone() for p in model.parameters()]
@@ -106,7 +112,7 @@ def test_weights_scale_the_loss_not_the_sample_size(lm):
     keys, weights = ["mlm_en", "tlm_en-de", "mlm_de"], {"mlm_en": 1.0, "tlm_en-de": 0.25, "mlm_de": 3.0}
     expected, size, _ = _by_hand(model, sample, keys, task.dictionary.pad(), weights)
     with torch.no_grad():
-        loss, sample_size, _ = task.run_objectives(sample, model, criterion, keys, weights)
+        loss, sample_size, _ = run_objectives(sample, model, criterion, _objectives(task, keys), weights)
     assert int(sample_size) == size
     assert float(loss) == pytest.approx(expected.item(), rel=1e-5)
 
@@ -116,8 +122,8 @@ def test_ignore_grad_returns_the_loss_and_leaves_no_gradient(lm):
     keys = ["mlm_en", "tlm_en-de"]
     expected, size, _ = _by_hand(model, sample, keys, task.dictionary.pad())
     model.zero_grad()
-    loss, sample_size, _ = task.run_objectives(
-        sample, model, criterion, keys, optimizer=RecordingOptimizer(), ignore_grad=True
+    loss, sample_size, _ = run_objectives(
+        sample, model, criterion, _objectives(task, keys), optimizer=RecordingOptimizer(), ignore_grad=True
     )
     assert int(sample_size) == size and float(loss) == pytest.approx(expected.item(), rel=1e-5)
     assert all(p.grad is None or not p.grad.any() for p in model.parameters())
@@ -135,15 +141,15 @@ def test_train_step_trains_the_updates_objectives(data_bin, steps, n_objectives,
         data_bin, "cross_lingual_lm", "--langs", "en,de,ro", "--mlm-steps", steps, *LM_ARGS, *extra
     )
     pad = task.dictionary.pad()
-    plan = task.iteration_objectives(0)
-    assert len(plan) == task.iteration_length(0) == n_objectives
+    plan = [o.key for o in task.loop.iteration_objectives(0)]
+    assert len(plan) == task.loop.iteration_length(0) == n_objectives
     if loop == "summed":
         updates = {0: plan}
     else:
         updates = {u: [plan[u]] for u in range(n_objectives)}
-        assert task.update_objectives(n_objectives) == ([task.iteration_objectives(1)[0]], 1)
+        assert task.loop.update_objectives(n_objectives) == ([task.loop.iteration_objectives(1)[0]], 1)
     for update_num, keys in updates.items():
-        assert task.update_objectives(update_num)[0] == keys
+        assert [o.key for o in task.loop.update_objectives(update_num)[0]] == keys
         expected, size, parts = _by_hand(model, sample, keys, pad)
         if loop == "step-per-objective":  # one objective: exactly the criterion's summed loss
             summed, n, _ = criterion(model, sample[keys[0]], key=keys[0])
@@ -177,7 +183,7 @@ def test_translation_objectives_weigh_by_their_lambda(data_bin):
         "600",
         *NO_DROPOUT,
     )
-    keys, _ = task.update_objectives(0)
+    keys = [o.key for o in task.loop.update_objectives(0)[0]]
     assert sorted(keys) == ["ae_de", "mt_en-de"]
     weights = {"ae_de": 0.5, "mt_en-de": 1.0}
     expected, size, parts = _by_hand(model, sample, keys, task.dictionary.pad(), weights)
@@ -186,3 +192,28 @@ def test_translation_objectives_weigh_by_their_lambda(data_bin):
     assert int(sample_size) == size
     assert float(loss) == pytest.approx(expected.item(), rel=1e-5)
     assert [float(x) for x in optimizer.losses] == pytest.approx([p.item() for p in parts], rel=1e-5)
+
+
+def test_span_masking_is_one_more_objective_of_cross_lingual_lm(data_bin):
+    """The worked example of adding an objective (objectives/span.py): --span-steps en beside MLM de
+    builds its own batches of whole sentences, each predicting one contiguous span, joins XLM's loop
+    after the MLM family and trains through the task's own train_step and criterion."""
+    task, model, criterion, sample = _task(
+        data_bin, "cross_lingual_lm", "--langs", "en,de", "--mlm-steps", "de", "--span-steps", "en", *LM_ARGS
+    )
+    assert [o.key for o in task.loop.iteration_objectives(0)] == ["mlm_de", "span_en"]
+    batch, pad, eos = sample["span_en"], task.dictionary.pad(), task.dictionary.eos()
+    tokens, pred = batch["net_input"]["src_tokens"], batch["net_input"]["pred_mask"]
+    assert tokens.size(0) > 1 and int(pred.sum()) == len(batch["target"])
+    for row, mask in zip(tokens, pred):
+        words = int((row.ne(pad) & row.ne(eos)).sum())
+        picked = mask.nonzero().flatten().tolist()
+        assert row[words] == eos, "one sentence per row, not a stream block"
+        assert len(picked) == max(1, round(0.5 * words)) and picked == list(range(picked[0], picked[-1] + 1))
+    expected, size, parts = _by_hand(model, sample, ["mlm_de", "span_en"], pad)
+    optimizer = RecordingOptimizer()
+    loss, sample_size, logs = task.train_step(sample, model, criterion, optimizer, 0)
+    model.eval()
+    assert int(sample_size) == size and float(loss) == pytest.approx(expected.item(), rel=1e-5)
+    assert int(logs["span_en:ntokens"]) == len(batch["target"])
+    model.zero_grad()

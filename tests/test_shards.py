@@ -87,7 +87,7 @@ def test_translation_reads_one_shard_per_epoch(pretrained, data_bin, second_shar
     )
     log = proc.stdout + proc.stderr
     # epoch 1 from the first shard named (400 lines a language), epoch 2 from the next (3,000)
-    sizes = [int(n) for n in re.findall(r"train ae_en: (\d+) sentences", log)]
+    sizes = [int(n) for n in re.findall(r"train ae_en: (\d+) samples from", log)]
     assert sizes == [400, 3000], sizes
 
 

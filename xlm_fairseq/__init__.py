@@ -9,7 +9,7 @@ the text pipeline as ``--tokenizer xlm`` / ``--bpe xlm``, and Hugging Face ids a
 hook for them; each module says why).
 
 Where things live: ``modules/`` layers, ``models/`` wiring, ``generation.py`` greedy and beam decoding,
-``data/`` datasets, ``objectives.py`` the objectives and their schedule, ``tasks/``, ``criterions/``,
+``data/`` datasets, ``objectives/`` one class per objective and XLM's loop, ``tasks/``, ``criterions/``,
 ``optim/`` optimizers, ``assets.py`` a model's dictionary, languages and text pipeline, ``checkpoints.py``
 reading checkpoints, ``hardware.py`` what the CPU multiplies fast, ``inference/`` hubs and export,
 ``evaluation/`` BLEU, lexicon induction and retrieval, ``convert/`` other formats, ``distributed/``
@@ -20,7 +20,7 @@ from xlm_fairseq import patches
 
 patches.install()
 
-from xlm_fairseq import criterions, models, optim  # noqa: E402,F401  (registers them)
+from xlm_fairseq import criterions, models, objectives, optim  # noqa: E402,F401  (registers them)
 from xlm_fairseq.convert import hf_hub  # noqa: E402
 from xlm_fairseq.data import encoders  # noqa: E402,F401  (registers --tokenizer xlm / --bpe xlm)
 from xlm_fairseq.models import XLMLanguageModel, XLMModel  # noqa: E402

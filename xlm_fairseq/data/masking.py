@@ -10,7 +10,8 @@ probabilities ``mask_keep_rand`` (0.8, 0.1, 0.1); the random token is any vocabu
 ``<pad>`` (XLM draws ``<pad>`` too and attends to it; here ``<pad>`` is padding, hidden from
 attention). The first position of a block is never predicted (XLM's ``pred_mask[0] = 0``).
 
-Evaluation (XLM's ``Evaluator.mask_out``, its ``valid_{lang}_mlm_ppl``): ``eval_pred_mask``.
+Evaluation (XLM's ``Evaluator.mask_out``, its ``valid_{lang}_mlm_ppl``): ``eval_pred_mask``. MASS's
+contiguous spans: ``span_pred_mask``.
 """
 
 import math
@@ -92,7 +93,12 @@ def mask_tokens(tokens: Tensor, cfg: MaskedLMConfig, generator: Optional[torch.G
         pred_mask = pred_mask.view_as(tokens)
     if not pred_mask.any() and candidates.any():  # a batch must predict something; take the first candidate
         pred_mask.view(-1)[candidates.view(-1).nonzero()[0]] = True
+    return replace_predicted(tokens, pred_mask, cfg, generator)
 
+
+def replace_predicted(tokens: Tensor, pred_mask: Tensor, cfg: MaskedLMConfig, generator=None):
+    """What the model sees at the predicted positions: the mask token, the token itself or a random
+    one (``cfg.mask_keep_rand``). Returns (inputs, pred_mask, targets in row-major order)."""
     targets = tokens[pred_mask]
     choice = torch.multinomial(
         torch.tensor(cfg.mask_keep_rand, dtype=torch.float), len(targets), replacement=True, generator=generator
@@ -103,6 +109,16 @@ def mask_tokens(tokens: Tensor, cfg: MaskedLMConfig, generator: Optional[torch.G
     inputs = tokens.clone()
     inputs[pred_mask] = replaced
     return inputs, pred_mask, targets
+
+
+def span_pred_mask(tokens: Tensor, pad_idx: int, eos_idx: int, ratio: float, generator=None) -> Tensor:
+    """MASS's span masking: in each right-padded row ``w1 .. wn </s>`` one run of max(1, round(ratio * n))
+    consecutive words, starting anywhere it fits, is predicted (the ``</s>`` never)."""
+    words = (tokens.ne(pad_idx) & tokens.ne(eos_idx)).sum(1)
+    span = (words.double() * ratio).round().long().clamp(min=1).minimum(words)
+    start = (torch.rand(len(tokens), generator=generator, dtype=torch.float64) * (words - span + 1)).long()
+    position = torch.arange(tokens.size(1))[None, :]
+    return (position >= start[:, None]) & (position < (start + span)[:, None])
 
 
 def eval_pred_mask(tokens: Tensor, pad_idx: int, mask_prob: float, generator: torch.Generator) -> Tensor:

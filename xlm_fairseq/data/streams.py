@@ -1,4 +1,4 @@
-"""XLM's LM batches: MLM / CLM over a language's stream of blocks, or over TLM pairs."""
+"""XLM's LM batches: MLM / CLM over a language's stream of blocks, or over TLM pairs; MASS's span masking."""
 
 import logging
 
@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from fairseq.data import FairseqDataset, TokenBlockDataset, data_utils
 
-from .masking import MaskedLMConfig, eval_pred_mask, mask_tokens, seeded_generator
+from .masking import MaskedLMConfig, eval_pred_mask, mask_tokens, replace_predicted, seeded_generator, span_pred_mask
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +32,8 @@ class LMObjectiveDataset(FairseqDataset):
     ``full_mask``: XLM's evaluator's own positions (``eval_pred_mask``), all shown as the mask
     token, with their targets (XLM's validation perplexity, ``*_fullmask_ppl``).
     """
+
+    xlm_validation = True  # in evaluation, also XLM's full-mask positions (``full_mask``)
 
     def __init__(
         self, dataset, objective: str, pad: int, lang_id=None, mask_cfg: MaskedLMConfig = None, seed=1, evaluation=False
@@ -85,6 +87,10 @@ class LMObjectiveDataset(FairseqDataset):
     def can_reuse_epoch_itr_across_epochs(self):
         return False
 
+    def mask(self, tokens, generator):
+        """(inputs, predicted positions, their targets) of a batch: XLM's MLM masking."""
+        return mask_tokens(tokens, self.mask_cfg, generator)
+
     def collater(self, samples):
         if not samples:
             return {}
@@ -104,8 +110,8 @@ class LMObjectiveDataset(FairseqDataset):
                 gen = seeded_generator(self.seed, 0, samples[0]["id"])
             else:
                 gen = seeded_generator(self.seed, self.epoch, samples[0]["id"], samples[0].get("round", 0))
-            inputs, pred_mask, targets = mask_tokens(tokens, self.mask_cfg, gen)
-            if self.evaluation:
+            inputs, pred_mask, targets = self.mask(tokens, gen)
+            if self.evaluation and self.xlm_validation:
                 full = eval_pred_mask(tokens, self.pad, self.mask_cfg.mask_prob, gen)
                 extra["full_mask"] = {
                     "src_tokens": tokens.masked_fill(full, self.mask_cfg.mask_idx),
@@ -131,3 +137,18 @@ class LMObjectiveDataset(FairseqDataset):
             "target": targets,
             **extra,
         }
+
+
+class SpanMaskedDataset(LMObjectiveDataset):
+    """MLM batches of whole sentences whose predicted positions are one contiguous span each (MASS's
+    masking, ``span_pred_mask``), replaced as MLM replaces (mask / keep / random)."""
+
+    xlm_validation = False
+
+    def __init__(self, dataset, pad, eos, lang_id, mask_cfg, ratio, seed=1, evaluation=False):
+        super().__init__(dataset, "mlm", pad, lang_id, mask_cfg, seed, evaluation)
+        self.eos, self.ratio = eos, ratio
+
+    def mask(self, tokens, generator):
+        pred_mask = span_pred_mask(tokens, self.pad, self.eos, self.ratio, generator)
+        return replace_predicted(tokens, pred_mask, self.mask_cfg, generator)

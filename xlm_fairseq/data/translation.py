@@ -5,7 +5,7 @@ import logging
 from typing import List, Optional
 
 import torch
-from fairseq.data import BaseWrapperDataset, LanguagePairDataset
+from fairseq.data import BaseWrapperDataset, LanguagePairDataset, PrependTokenDataset
 
 from .batching import CompleteBatchesMixin
 from .masking import seeded_generator
@@ -59,6 +59,24 @@ class LangTagDataset(CompleteBatchesMixin, BaseWrapperDataset):
 
     def filter_indices_by_size(self, indices, max_sizes):
         return self.dataset.filter_indices_by_size(indices, max_sizes)
+
+
+def pair_dataset(dictionary, source, target, src_lang_id: int, tgt_lang_id: int) -> LangTagDataset:
+    """Translation batches of ``source`` -> ``target`` (``target`` may be None: inputs to translate),
+    tagged with their languages; the source is XLM's encoder input ``</s> w1 .. wn </s>``."""
+    source = PrependTokenDataset(source, dictionary.eos())
+    pair = LanguagePairDataset(
+        source,
+        source.sizes,
+        dictionary,
+        target,
+        target.sizes if target is not None else None,
+        dictionary,
+        left_pad_source=False,
+        left_pad_target=False,
+        shuffle=True,
+    )
+    return LangTagDataset(pair, src_lang_id, tgt_lang_id)
 
 
 def add_langs(batch, src_lang_id, tgt_lang_id):

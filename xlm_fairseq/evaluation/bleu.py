@@ -12,7 +12,7 @@ from fairseq import metrics, utils
 
 from preprocess.segment import bleu_tokenize, corpus_bleu
 from preprocess.text import detokenize
-from xlm_fairseq.objectives import Objective
+from xlm_fairseq.objectives.keys import ObjectiveKey
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ def batch_bleu_stats(key: str, hypos, targets, dictionary, pipeline, print_sampl
     """BLEU statistics of fairseq-generated ``hypos`` against the ``targets`` (padded token rows) of
     objective ``key`` (its last language the target's): subwords joined by the data-bin's text
     pipeline (fastBPE's ``@@`` without one), then Moses-detokenised for sacreBLEU."""
-    tgt = Objective.parse(key).target
+    tgt = ObjectiveKey.parse(key).target
 
     def tokenized(tokens, unk):
         pieces = dictionary.string(tokens.int().cpu(), unk_string=unk).split()
@@ -44,7 +44,7 @@ def bleu_stats(key: str, hyps: List[str], refs: List[str], hyps_tok: List[str], 
     import sacrebleu
 
     stats = {}
-    tgt = Objective.parse(key).target
+    tgt = ObjectiveKey.parse(key).target
     if bleu_tokenize(tgt) == "none":  # a script without spaces that sacreBLEU cannot cut: the segmenter's words
         detokenized = sacrebleu.corpus_bleu(hyps_tok, [refs_tok], tokenize="none")
     else:
@@ -85,7 +85,7 @@ def corpus_bleu_from_meters(meters, direction: str, prefix: str = "") -> float:
 def reduce_bleu(logging_outputs) -> None:
     """Sum each direction's statistics and derive its two BLEUs, and their means over the directions."""
     keys = sorted({k.split(":")[0] for log in logging_outputs for k in log if k.endswith(":bleu_sys_len")})
-    directions = tuple("-".join(Objective.parse(key).langs) for key in keys)
+    directions = tuple("-".join(ObjectiveKey.parse(key).langs) for key in keys)
     for key, direction in zip(keys, directions):
 
         def total(name, key=key):

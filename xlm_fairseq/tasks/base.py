@@ -1,21 +1,21 @@
-"""What the XLM tasks share: one dictionary, a language list, the text pipeline and their own criterion
-(:class:`XLMDataTask`); the pretraining and translation tasks add the objectives' schedule (:class:`XLMTask`)."""
+"""What every XLM task shares: one dictionary, a language list, the text pipeline, what checkpoints carry
+and their own criterion (:class:`XLMDataTask`); the pretraining and translation tasks build on it with
+their objectives (``objective_task.py``)."""
 
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Union
 
 import torch
 from fairseq.data import Dictionary, data_utils, indexed_dataset
-from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask
 from omegaconf import II
 
 from preprocess.errors import UserError
 from preprocess.langs import parse_langs
 from preprocess.layout import DICT_FILE, MASK_SYMBOL
-from preprocess.manifest import prepared_langs
 from preprocess.pipeline import (
     TextPipeline,
     read_settings,
@@ -32,8 +32,6 @@ from xlm_fairseq.data.dictionary import (
     load_data_bin_dictionary,
 )
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.modules.compiled import COMPILE_MODES
-from xlm_fairseq.objectives import ObjectiveSchedule
 
 logger = logging.getLogger(__name__)
 
@@ -66,39 +64,6 @@ class XLMDataConfig(FairseqDataclass):
             "other processes keep cores busy, back up when they are idle again; never more than at the start)"
         },
     )
-
-
-@dataclass
-class XLMTaskConfig(XLMDataConfig):
-    """Options of the pretraining and translation tasks."""
-
-    max_sentence_len: int = field(
-        default=100,
-        metadata={"help": "training sentences with more subwords than this on a side are dropped (XLM --max_len)"},
-    )
-    step_per_objective: bool = field(
-        default=False,
-        metadata={
-            "help": "XLM's loop: every update trains one objective, so each objective gets its own optimiser step, "
-            "--clip-norm and LR-schedule step (XLM: --clip-norm 5); "
-            "default: one update = one step on the mean of all objectives"
-        },
-    )
-    compile: bool = field(
-        default=False,
-        metadata={
-            "help": "train the transformer stacks through torch.compile (each compile is logged; decoding, "
-            "back-translation and validation stay eager). Pays on a GPU, not on a few CPU cores (bench/README)"
-        },
-    )
-    compile_mode: ChoiceEnum(COMPILE_MODES) = field(
-        default="default",
-        metadata={"help": "torch.compile's mode with --compile; reduce-overhead adds CUDA graphs"},
-    )
-    # what fairseq-train will read from every validation: checked when the valid data loads, before training
-    best_checkpoint_metric: str = II("checkpoint.best_checkpoint_metric")
-    valid_subset: str = II("dataset.valid_subset")
-    disable_validation: bool = II("dataset.disable_validation")
 
 
 class XLMDataTask(FairseqTask):
@@ -250,19 +215,22 @@ class XLMDataTask(FairseqTask):
         shards = data_shards(self.cfg.data)
         return shards[(epoch - 1) % len(shards)] if split == "train" else shards[0]
 
-    def _path(self, split, name, epoch=1):
+    def data_path(self, split: str, name: str, epoch: int = 1) -> str:
+        """The data-bin prefix of ``{split}.{name}`` read in ``epoch``."""
         return os.path.join(self.shard_dir(split, epoch), f"{split}.{name}")
 
-    def _load(self, path):
+    def load_indexed(self, path: str):
+        """The binarised data at ``path`` (without .bin/.idx); None when there is none."""
         return data_utils.load_indexed_dataset(path, self.dictionary, combine=False)
 
-    def _pair_datasets(self, split, a, b, epoch=1):
-        """Parallel data of a and b, stored as {split}.{x}-{y}.{lang} in either order."""
+    def pair_datasets(self, split, a, b, epoch=1):
+        """Parallel data of a and b, stored as {split}.{x}-{y}.{lang} in either order: (a's, b's, the
+        prefix of a's file); (None, None, where it was looked for) when there is none."""
         for x, y in sorted({(a, b), (b, a)}):
-            prefix = self._path(split, f"{x}-{y}", epoch)
+            prefix = self.data_path(split, f"{x}-{y}", epoch)
             if indexed_dataset.dataset_exists(f"{prefix}.{a}", impl="mmap"):
-                return self._load(f"{prefix}.{a}"), self._load(f"{prefix}.{b}"), f"{prefix}.{a}"
-        return None, None, self._path(split, f"{min(a, b)}-{max(a, b)}.{a}", epoch)
+                return self.load_indexed(f"{prefix}.{a}"), self.load_indexed(f"{prefix}.{b}"), f"{prefix}.{a}"
+        return None, None, self.data_path(split, f"{min(a, b)}-{max(a, b)}.{a}", epoch)
 
     def build_criterion(self, cfg):
         """The task brings its own loss: ``--criterion`` may be left out (fairseq then passes its
@@ -270,56 +238,3 @@ class XLMDataTask(FairseqTask):
         from xlm_fairseq.criterions import build_task_criterion
 
         return build_task_criterion(self, cfg)
-
-
-class XLMTask(ObjectiveSchedule, XLMDataTask):
-    """Base of ``cross_lingual_lm`` and ``translation_lm``: a data task with objectives."""
-
-    @classmethod
-    def setup_task(cls, cfg, **kwargs):
-        task = super().setup_task(cfg, **kwargs)
-        # a language the data-bin was not prepared for has no text: one line now, not a missing file later
-        prepared = prepared_langs(task.data_dir) if cfg.data and os.path.isdir(task.data_dir) else None
-        strangers = [lang for lang in task.langs if prepared is not None and lang not in prepared]
-        if strangers:
-            raise XLMUserError(
-                f"--langs {','.join(task.langs)}: {task.data_dir} was prepared for {','.join(prepared)} "
-                f"(its manifest.json), not {','.join(strangers)}; prepare the data with every language of --langs"
-            )
-        return task
-
-    def validation_metrics(self, validated: Sequence[str]) -> List[str]:
-        """The names a validation of the objectives ``validated`` logs (what --best-checkpoint-metric may name)."""
-        names = ["loss", "ppl"]
-        for key in validated:
-            names += [f"{key}_{m}" for m in ("loss", "ppl", "acc")]
-        return names
-
-    def check_validation(self, split: str, validated: Sequence[str], missing: Dict[str, str]) -> None:
-        """fairseq-train reads ``--best-checkpoint-metric`` from the stats of every validation, and fails
-        with a KeyError at the first one (an epoch, or hours, into training) when the metric is not among
-        them: refused now, as the valid data loads, with one line naming the option and what is missing.
-        ``missing``: objective key -> the data file it lacks on ``split``."""
-        metric = getattr(self.cfg, "best_checkpoint_metric", None)
-        subsets = str(getattr(self.cfg, "valid_subset", "") or "").split(",")
-        if not metric or getattr(self.cfg, "disable_validation", False) or split not in subsets:
-            return
-        names = self.validation_metrics(validated)
-        if metric in names:
-            return
-        lacking = [key for key in missing if metric.startswith(f"{key}_") or key in metric.split("_")]
-        if lacking:
-            why = f"no {split} data for {lacking[0]} ({missing[lacking[0]]}.bin)"
-        elif missing:
-            why = f"not among what '{split}' validates (its data lacks {', '.join(sorted(missing))})"
-        else:
-            why = f"not among what '{split}' validates"
-        shown = ", ".join(n for n in names if not n.endswith(("_acc", "_loss")))
-        raise XLMUserError(f"--best-checkpoint-metric {metric}: {why}; validated: {shown}")
-
-    def build_model(self, cfg, from_checkpoint=False):
-        model = super().build_model(cfg, from_checkpoint)
-        if self.cfg.compile:
-            for side, stack in model.stacks().items():
-                stack.compile_stack(side, self.cfg.compile_mode)
-        return model

@@ -1,17 +1,15 @@
-"""``--task cross_lingual_lm``: XLM pretraining with MLM, TLM and CLM objectives.
+"""``--task cross_lingual_lm``: XLM pretraining with MLM, TLM and CLM objectives (and MASS's span masking).
 
 Objectives are named like XLM's options: ``--mlm-steps en,de,en-de`` (a language: MLM on its
-monolingual stream ``{split}.{lang}``; a pair: TLM on ``{split}.{src}-{tgt}.*``) and
-``--clm-steps en``. Each XLM iteration draws its objectives as XLM's ``shuf_order`` does (see
-``--lg-sampling-factor``); how an iteration maps to fairseq updates and optimiser steps is
-``--step-per-objective`` (see ``XLMTask``).
+monolingual stream ``{split}.{lang}``; a pair: TLM on ``{split}.{src}-{tgt}.*``), ``--clm-steps en``
+and ``--span-steps en`` (:mod:`xlm_fairseq.objectives`). Each XLM iteration draws its objectives as
+XLM's ``shuf_order`` does (see ``--lg-sampling-factor``); how an iteration maps to fairseq updates
+and optimiser steps is ``--step-per-objective`` (see ``objectives/schedule.py``).
 """
 
 import logging
 import pickle
-from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Dict, List
 
 import numpy as np
 import torch
@@ -19,17 +17,11 @@ from fairseq import metrics
 from fairseq.data import Dictionary
 from fairseq.tasks import register_task
 
-from preprocess.langs import parse_steps
-from xlm_fairseq.data import (
-    LMObjectiveDataset,
-    MaskedLMConfig,
-    ObjectiveZipDataset,
-    TLMPairDataset,
-    stream_dataset,
-)
+from xlm_fairseq.data import MaskedLMConfig
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.objectives import MAX_DRAWS_PER_FAMILY, Objective
-from xlm_fairseq.tasks.base import XLMTask, XLMTaskConfig
+from xlm_fairseq.objectives.keys import ObjectiveKey
+from xlm_fairseq.objectives.schedule import run_objectives
+from xlm_fairseq.tasks.objective_task import XLMTask, XLMTaskConfig
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +48,11 @@ class CrossLingualLMConfig(XLMTaskConfig):
             "trained from scratch, e.g. from cross-lingual word vectors (rows of NaN keep the random init)"
         },
     )
+    span_steps: str = field(
+        default="",
+        metadata={"help": "MASS's span masking on these languages: one contiguous span of each sentence predicted"},
+    )
+    span_ratio: float = field(default=0.5, metadata={"help": "--span-steps: the fraction of a sentence's words masked"})
     lg_sampling_factor: float = field(
         default=-1.0,
         metadata={
@@ -65,35 +62,19 @@ class CrossLingualLMConfig(XLMTaskConfig):
     )
 
 
-def objective_steps(value: str, langs: List[str], option: str):
-    """'en,de,en-de' -> [('en', None), ('de', None), ('en', 'de')], each language checked."""
-    return [(step[0], step[1] if len(step) == 2 else None) for step in parse_steps(value, option, (1, 2), langs)]
-
-
-def sampling_probs(sizes: Dict[str, float], alpha: float) -> Dict[str, float]:
-    """XLM's ``set_sampling_probs``: p_l = n_l / N, then p_l^alpha renormalised."""
-    keys = list(sizes)
-    p = np.array([float(sizes[k]) for k in keys])
-    p = p / p.sum()
-    p = p**alpha
-    p = p / p.sum()
-    return dict(zip(keys, p))
-
-
 @register_task("cross_lingual_lm", dataclass=CrossLingualLMConfig)
 class XLMCrossLingualLMTask(XLMTask):
     """XLM pretraining (MLM / TLM / CLM). Replaces fairseq's legacy task of the same name."""
 
     cfg: CrossLingualLMConfig
+    config_class = CrossLingualLMConfig
 
     def __init__(self, cfg: CrossLingualLMConfig, dictionary: Dictionary):
         super().__init__(cfg, dictionary)
         if not self.langs:
             raise XLMUserError("--langs is required, e.g. --langs en,de")
-        self.mlm_steps = objective_steps(cfg.mlm_steps, self.langs, "--mlm-steps")
-        self.clm_steps = objective_steps(cfg.clm_steps, self.langs, "--clm-steps")
-        if any(tgt is not None for _, tgt in self.clm_steps):
-            raise XLMUserError("--clm-steps takes languages only")
+        if not 0 < cfg.span_ratio <= 1:
+            raise XLMUserError(f"--span-ratio must be in (0, 1], got {cfg.span_ratio}")
         try:
             keep_rand = [float(x) for x in cfg.mask_keep_rand.split(",")]
         except ValueError:
@@ -108,7 +89,10 @@ class XLMCrossLingualLMTask(XLMTask):
             raise XLMUserError("--init-embeddings starts a model from scratch; --pretrained-xlm-checkpoint has its own")
         self._keep_rand = keep_rand
         self._mask_cfg = None
-        self.train_sizes: Dict[str, int] = {}  # objective key -> training sentences (language sampling)
+
+    @property
+    def sampling_alpha(self) -> float:
+        return self.cfg.lg_sampling_factor
 
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
@@ -135,115 +119,32 @@ class XLMCrossLingualLMTask(XLMTask):
             )
         return self._mask_cfg
 
-    def objective_keys(self) -> List[str]:
-        lm = [Objective("mlm", (a,)) if b is None else Objective("tlm", (a, b)) for a, b in self.mlm_steps]
-        return [o.key for o in lm + [Objective("clm", (a,)) for a, _ in self.clm_steps]]
-
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        if not self.objective_keys():
-            raise XLMUserError("nothing to train: give --mlm-steps and/or --clm-steps")
-        pad, eos = self.dictionary.pad(), self.dictionary.eos()
-        datasets = OrderedDict()
-        missing: Dict[str, str] = {}  # objective key -> the data it lacks
-        for (a, b), key in zip(self.mlm_steps + self.clm_steps, self.objective_keys()):
-            objective = "clm" if Objective.parse(key).family == "clm" else "mlm"
-            if b is None:
-                path = self._path(split, a, epoch)
-                mono = self._load(path)
-                if mono is None:
-                    missing[key] = path
-                    continue
-                stream = stream_dataset(mono, self.cfg.tokens_per_sample, pad, eos)
-                datasets[key] = LMObjectiveDataset(
-                    stream, objective, pad, self.lang2id[a], self.mask_cfg, self.cfg.seed, evaluation=split != "train"
-                )
-                size = len(mono)
-            else:
-                d1, d2, path = self._pair_datasets(split, a, b, epoch)
-                if d1 is None or d2 is None:
-                    missing[key] = path
-                    continue
-                pairs = TLMPairDataset(d1, d2, self.lang2id[a], self.lang2id[b], eos, self.cfg.max_sentence_len)
-                if pairs.n_dropped:
-                    logger.info(
-                        f"{key} {split}: {pairs.n_dropped} pairs with a side over "
-                        f"--max-sentence-len {self.cfg.max_sentence_len} dropped"
-                    )
-                if not len(pairs):
-                    raise XLMUserError(
-                        f"{key} {split}: no pair within --max-sentence-len {self.cfg.max_sentence_len} in {path}"
-                    )
-                datasets[key] = LMObjectiveDataset(
-                    pairs, objective, pad, None, self.mask_cfg, self.cfg.seed, evaluation=split != "train"
-                )
-                size = len(pairs)
-            if split == "train":
-                self.train_sizes[key] = size
-            logger.info(f"{split} {key}: {len(datasets[key])} samples from {path}")
-        if missing and split == "train":
-            raise XLMUserError(f"missing training data: {', '.join(p + '.bin' for p in missing.values())}")
-        for path in missing.values():
-            logger.warning(f"no {split} data at {path}.bin; that objective is not validated")
-        if not datasets:
+        built, missing = self.build_objectives(split, epoch, self.objectives)
+        if not built:
             raise XLMUserError(f"no {split} data for any objective in {self.cfg.data}")
-        self.check_validation(split, list(datasets), missing)
-        # each objective's LMObjectiveDataset draws its masks
-        self.datasets[split] = ObjectiveZipDataset(datasets, drawing={key: [ds] for key, ds in datasets.items()})
+        self.datasets[split] = self.zip_objectives(split, built, missing)
 
     def validation_metrics(self, validated):
         """Also each masked objective's full-mask figures, and XLM's mean ``mlm_fullmask_ppl`` when every
         MLM language is validated (:meth:`reduce_metrics`)."""
         names = super().validation_metrics(validated)
-        masked = [k for k in validated if Objective.parse(k).family in ("mlm", "tlm")]
+        masked = [k for k in validated if ObjectiveKey.parse(k).family in ("mlm", "tlm")]
         names += [f"{k}_fullmask_{m}" for k in masked for m in ("loss", "ppl", "acc")]
-        mlm = [f"mlm_{a}" for a, b in self.mlm_steps if b is None]
+        mlm = [o.key for o in self.objectives if o.family == "mlm"]
         if mlm and all(k in validated for k in mlm):
             names.append("mlm_fullmask_ppl")
         return names
 
-    # ---- objective schedule (XLM's shuf_order) ---------------------------------------------
-
-    def families(self) -> List[List[str]]:
-        """CLM, MLM (monolingual) and TLM (parallel) objectives: XLM samples each family apart."""
-        keys = self.objective_keys()
-        return [[k for k in keys if Objective.parse(k).family == family] for family in ("clm", "mlm", "tlm")]
-
-    def iteration_length(self, iteration: int = 0) -> int:
-        return sum(min(MAX_DRAWS_PER_FAMILY, len(f)) for f in self.families())
-
-    def iteration_objectives(self, iteration: int) -> List[str]:
-        """XLM's ``shuf_order`` per family: min(5, n) draws with replacement, uniform at
-        ``--lg-sampling-factor -1``, else p^alpha with p the share of training sentences."""
-        rng = self.iteration_rng(iteration)
-        plan = []
-        for keys in self.families():
-            if not keys:
-                continue
-            p = None
-            if self.cfg.lg_sampling_factor != -1:
-                if any(k not in self.train_sizes for k in keys):
-                    raise XLMUserError("--lg-sampling-factor needs the training data loaded")
-                probs = sampling_probs({k: self.train_sizes[k] for k in keys}, self.cfg.lg_sampling_factor)
-                p = [probs[k] for k in keys]
-            plan += [
-                keys[i] for i in rng.choice(len(keys), size=min(MAX_DRAWS_PER_FAMILY, len(keys)), replace=True, p=p)
-            ]
-        return plan
-
     # ---- steps ---------------------------------------------------------------------------
-
-    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        model.train()
-        model.set_num_updates(update_num)
-        keys, _ = self.update_objectives(update_num)
-        return self.run_objectives(sample, model, criterion, keys, optimizer=optimizer, ignore_grad=ignore_grad)
 
     def valid_step(self, sample, model, criterion):
         """Our metrics (masking as in training) and XLM's validation perplexity (the same positions,
         all replaced by the mask token): ``mlm_en_ppl`` and ``mlm_en_fullmask_ppl``."""
         model.eval()
         with torch.no_grad():
-            loss, sample_size, logs = self.run_objectives(sample, model, criterion, list(sample.keys()))
+            objectives = [self.objective(key) for key in sample]
+            loss, sample_size, logs = run_objectives(sample, model, criterion, objectives)
             for key, batch in sample.items():
                 if batch and "full_mask" in batch:
                     fm = batch["full_mask"]
@@ -259,7 +160,7 @@ class XLMCrossLingualLMTask(XLMTask):
         """Also XLM's ``valid_mlm_ppl``: the mean over the MLM languages of their full-mask
         perplexity, logged as ``mlm_fullmask_ppl`` (what XLM selects and stops on)."""
         super().reduce_metrics(logging_outputs, criterion)
-        keys = [f"mlm_{a}_fullmask" for a, b in self.mlm_steps if b is None]
+        keys = [f"{o.key}_fullmask" for o in self.objectives if o.family == "mlm"]
         if keys and all(any(f"{k}:ntokens" in log for log in logging_outputs) for k in keys):
             metrics.log_derived("mlm_fullmask_ppl", lambda m: float(np.mean([2 ** m[f"{k}_loss"].avg for k in keys])))
 
