@@ -11,6 +11,7 @@ def test_cross_lingual_lm_is_ours_in_the_cli():
     for option in (
         "--mlm-steps",
         "--clm-steps",
+        "--span-steps",
         "--sample-alpha",
         "--lg-sampling-factor",
         "--mask-keep-rand",
@@ -22,8 +23,8 @@ def test_cross_lingual_lm_is_ours_in_the_cli():
 
 @pytest.mark.slow  # 240 updates; the fast tier trains through the session fixture `pretrained`
 def test_pretraining_end_to_end(data_bin, tmp_path):
-    """MLM on en/de, TLM on en-de, CLM on en, a few hundred updates: valid MLM perplexity falls and
-    every objective's metrics are logged in training and validation."""
+    """MLM on en/de, TLM on en-de, CLM on en, MASS's span masking on de, a few hundred updates: valid
+    MLM perplexity falls and every objective's metrics are logged in training and validation."""
     save = tmp_path / "ckpt"
     args = [a for a in PRETRAIN_ARGS if a != "--disable-validation"]
     proc = fairseq(
@@ -36,6 +37,8 @@ def test_pretraining_end_to_end(data_bin, tmp_path):
         "en,de,en-de",
         "--clm-steps",
         "en",
+        "--span-steps",
+        "de",
         "--max-update",
         "240",
         "--validate-interval-updates",
@@ -50,14 +53,14 @@ def test_pretraining_end_to_end(data_bin, tmp_path):
     valid = json_logs(proc.stdout + proc.stderr, "valid")
     train = json_logs(proc.stdout + proc.stderr, "train")
     assert len(valid) >= 3
-    for key in ("mlm_en", "mlm_de", "tlm_en-de", "clm_en"):
+    for key in ("mlm_en", "mlm_de", "tlm_en-de", "clm_en", "span_de"):
         for metric in ("loss", "ppl", "acc"):
             assert f"valid_{key}_{metric}" in valid[-1], (key, metric, valid[-1].keys())
             assert f"train_{key}_{metric}" in train[-1]
     # XLM's validation perplexity: the same positions, all shown as the mask token (harder)
     for key in ("mlm_en", "mlm_de", "tlm_en-de"):
         assert float(valid[-1][f"valid_{key}_fullmask_ppl"]) > float(valid[-1][f"valid_{key}_ppl"]), key
-    assert "valid_clm_en_fullmask_ppl" not in valid[-1]
+    assert "valid_clm_en_fullmask_ppl" not in valid[-1] and "valid_span_de_fullmask_ppl" not in valid[-1]
     # XLM's valid_mlm_ppl, what its recipes select on: the mean over the MLM languages (not TLM's)
     for record in valid:
         mean = (float(record["valid_mlm_en_fullmask_ppl"]) + float(record["valid_mlm_de_fullmask_ppl"])) / 2
@@ -69,6 +72,7 @@ def test_pretraining_end_to_end(data_bin, tmp_path):
         f"-> {last} at {valid[-1]['valid_num_updates']}"
     )
     assert last < 0.75 * first, (first, last)
+    assert float(valid[-1]["valid_span_de_ppl"]) < 0.75 * float(valid[0]["valid_span_de_ppl"])
     assert (save / "checkpoint_best.pt").exists()
     # the checkpoint loads with the hub interface
     from xlm_fairseq import XLMModel
