@@ -203,8 +203,8 @@ CASES = {
             "--save-dir",
             c.tmp / "new",
         ],
-        "{lm}: vocabulary of 2011 entries, but the data's dict.txt gives 2006; binarise the data with the pretrained "
-        "model's dict.txt/spm.model (preprocess --spm-model/--dict)",
+        "{data}/dict.txt: not the dictionary {lm} was trained with (2006 types for its 2011 embedding rows); "
+        "binarise the data with the pretrained model's dict.txt/spm.model (preprocess --spm-model/--dict)",
     ),
     "resume from a truncated checkpoint_last.pt": (
         lambda c: _truncate(c.save / "checkpoint_last.pt"),

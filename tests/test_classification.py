@@ -245,7 +245,10 @@ def test_conflicting_dictionary_beside_the_tsvs(xcls, pretrained, tmp_path):
         tmp_path / "save",
         ok=False,
     )
-    assert proc.returncode != 0 and "differs from the dictionary of --pretrained-xlm-checkpoint" in proc.stderr
+    assert (
+        proc.returncode != 0 and f"{data / 'dict.txt'}: not the dictionary {pretrained} was trained with" in proc.stderr
+    )
+    assert f"remove dict.txt from {data}" in proc.stderr
     assert not (tmp_path / "save" / "checkpoint_last.pt").exists()
 
 

@@ -166,3 +166,13 @@ def test_init_embeddings_replaces_the_rows_given(data_bin, tmp_path):
     assert torch.equal(table.weight[10:20], weights[10:20])
     rest = torch.cat([table.weight[2:10], table.weight[20:]])
     assert not rest.isnan().any() and 0.08 < rest.std().item() < 0.17  # random init, std 64 ** -0.5
+
+
+def test_a_checkpoint_carries_what_checks_it(pretrained, data_bin):
+    """What ModelAssets checks a dictionary against, and the language list, are in every checkpoint."""
+    from xlm_fairseq import checkpoints
+    from xlm_fairseq.data.dictionary import dictionary_digest, load_dictionary
+
+    task_state = checkpoints.load(str(pretrained))["task_state"]
+    assert task_state["dictionary_sha256"] == dictionary_digest(load_dictionary(str(data_bin)))
+    assert task_state["langs"] == ["en", "de", "ro"]

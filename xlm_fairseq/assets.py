@@ -18,11 +18,13 @@ from fairseq.data import Dictionary
 from preprocess.layout import DICT_FILE, MODEL_FILE
 from preprocess.pipeline import PipelineSettings, TextPipeline, load_pipeline, read_settings, restore_subword_model
 from xlm_fairseq import checkpoints
-from xlm_fairseq.data.dictionary import data_shards, dictionary_from_state, load_dictionary
+from xlm_fairseq.data.dictionary import data_shards, dictionary_digest, dictionary_from_state, load_dictionary
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LM_PREFIX
 
 logger = logging.getLogger(__name__)
+
+OTHER_DICTIONARY = "give the data-bin it was trained on, or a model dir made by xlm-fairseq-export"
 
 
 def resolve_checkpoint(path: str) -> str:
@@ -51,6 +53,27 @@ class ModelAssets:
             if os.path.isfile(os.path.join(directory, DICT_FILE)):
                 return load_dictionary(directory), directory
         return None, None
+
+    def check_dictionary(
+        self, dictionary: Dictionary, source: str, rows: Optional[int] = None, remedy: str = OTHER_DICTIONARY
+    ) -> None:
+        """The one answer to "is ``dictionary`` (read from ``source``) the model's?": as many types as
+        the model's embedding ``rows`` (when given), and the digest its checkpoint carries, else the
+        symbols of the dictionary it has. A mismatch is one line naming ``source``, ending in ``remedy``."""
+        reason = None
+        if rows is not None and rows != len(dictionary):
+            reason = f"{len(dictionary)} types for its {rows} embedding rows"
+        elif self.carried.get("dictionary_sha256"):
+            if self.carried["dictionary_sha256"] != dictionary_digest(dictionary):
+                reason = f"{len(dictionary)} types, other symbols or order"
+        else:
+            theirs, _ = self.dictionary()
+            differ = [i for i, (a, b) in enumerate(zip(theirs.symbols, dictionary.symbols)) if a != b] if theirs else []
+            if differ:
+                i = differ[0]
+                reason = f"entry {i} is '{dictionary.symbols[i]}', the model's '{theirs.symbols[i]}'"
+        if reason:
+            raise XLMUserError(f"{source}: not the dictionary {self.name} was trained with ({reason}); {remedy}")
 
     def pipeline_settings(self) -> Optional[PipelineSettings]:
         stored = self.carried.get("text_pipeline")
@@ -98,6 +121,12 @@ class PretrainedCheckpoint:
     def dictionary(self) -> Tuple[Optional[Dictionary], Optional[str]]:
         return self.assets.dictionary()
 
+    @property
+    def embedding_rows(self) -> Optional[int]:
+        """How many words its embedding table holds (None: no XLM stack in it)."""
+        table = self.state["model"].get(LM_PREFIX + "embeddings.weight")
+        return None if table is None else table.shape[0]
+
     def architecture(self) -> str:
         """The options that rebuild its stack (for messages): ``--encoder-embed-dim 1024 ...``."""
         model_cfg = (self.state.get("cfg") or {}).get("model") or {}
@@ -113,19 +142,12 @@ class PretrainedCheckpoint:
         lm = {k: v for k, v in model.items() if k.startswith(LM_PREFIX)}
         if not lm:
             raise XLMUserError(f"{ckpt_path}: not an xlm_fairseq model (no {LM_PREFIX}* parameters)")
-        n_words = lm[LM_PREFIX + "embeddings.weight"].shape[0]
-        if n_words != len(dictionary):
-            raise XLMUserError(
-                f"{ckpt_path}: vocabulary of {n_words} entries, but the data's dict.txt gives {len(dictionary)}; "
-                "binarise the data with the pretrained model's dict.txt/spm.model (preprocess --spm-model/--dict)"
-            )
-        theirs, _ = self.dictionary()
-        if theirs is not None:
-            for i, (a, b) in enumerate(zip(theirs.symbols, dictionary.symbols)):
-                if a != b:
-                    raise XLMUserError(
-                        f"{ckpt_path}: vocabulary differs from the data's dict.txt at entry {i} ('{a}' vs '{b}')"
-                    )
+        self.assets.check_dictionary(
+            dictionary,
+            getattr(dictionary, "source_file", None) or "the data's dict.txt",
+            rows=self.embedding_rows,
+            remedy="binarise the data with the pretrained model's dict.txt/spm.model (preprocess --spm-model/--dict)",
+        )
         ckpt_langs = self.langs
         key = LM_PREFIX + "lang_embeddings.weight"
         if key in lm:

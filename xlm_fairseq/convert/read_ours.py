@@ -34,8 +34,7 @@ def read_ours(src: str, ckpt: dict) -> LM:
     if dictionary is None:
         raise XLMUserError(f"{src}: no dict.txt beside it or in its task.data")
     emb = state[LM_PREFIX + "embeddings.weight"]
-    if len(dictionary) != emb.shape[0]:
-        raise XLMUserError(f"{src}: {emb.shape[0]} embedding rows but dict.txt gives {len(dictionary)} entries")
+    assets.check_dictionary(dictionary, getattr(dictionary, "source_file", None) or src, rows=emb.shape[0])
     if list(dictionary.symbols[:4]) != list(FAIRSEQ_SYMBOLS):
         raise XLMUserError(f"{src}: dictionary starts {dictionary.symbols[:4]}, expected {list(FAIRSEQ_SYMBOLS)}")
     langs = checkpoints.carried_langs(ckpt.get("task_state"), task_cfg, src)

@@ -60,12 +60,10 @@ def export_model_dir(
         raise XLMUserError(
             f"no {DICT_FILE} in {', '.join(ckpt.assets.dirs)}; give --data DATA (the data-bin it was trained on)"
         )
+    remedy = "give --data DATA (the data-bin it was trained on)"
+    ckpt.assets.check_dictionary(dictionary, where, rows=ckpt.embedding_rows, remedy=remedy)
     task_state = dict(ckpt.task_state, text_pipeline=settings.to_dict())
-    digest = dictionary_digest(dictionary)
-    if task_state.setdefault("dictionary_sha256", digest) != digest:
-        raise XLMUserError(
-            f"{where}: not the dictionary the model was trained with; give --data DATA (the data-bin it was trained on)"
-        )
+    task_state.setdefault("dictionary_sha256", dictionary_digest(dictionary))
     if ctranslate2:
         model_cfg = cfg.get("model") or {}
         heads = {model_cfg.get("encoder_attention_heads"), model_cfg.get("decoder_attention_heads")}

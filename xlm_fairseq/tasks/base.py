@@ -31,7 +31,6 @@ from xlm_fairseq.data.dictionary import (
     dictionary_to_state,
     load_data_bin_dictionary,
 )
-from xlm_fairseq.errors import XLMUserError
 
 logger = logging.getLogger(__name__)
 
@@ -124,12 +123,10 @@ class XLMDataTask(FairseqTask):
 
     def build_model(self, cfg, from_checkpoint=False):
         source = getattr(self.dictionary, "source_file", None) or os.path.join(self.data_dir, DICT_FILE)
-        if self.state.dictionary_sha256 != dictionary_digest(self.dictionary):
-            raise XLMUserError(
-                f"{source}: not the dictionary the model was trained with ({len(self.dictionary)} types, other "
-                "symbols or order); give the data-bin it was trained on, or a model dir made by xlm-fairseq-export"
-            )
-        self.state.dictionary, self.state.subword_model  # computed now, so that checkpoints carry them
+        # what a loaded checkpoint's task_state carries (generate, the hub); a new model's is its own
+        ModelAssets(self.state.state_dict, [], "the model").check_dictionary(self.dictionary, source)
+        for carried in ("dictionary_sha256", "dictionary", "subword_model"):  # computed now: checkpoints carry them
+            getattr(self.state, carried)
         model = super().build_model(cfg, from_checkpoint)
         self.state.langs  # computed once the model has settled them (fairseq-generate takes the model's)
         if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:

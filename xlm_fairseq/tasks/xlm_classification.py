@@ -186,11 +186,9 @@ class XLMClassificationTask(XLMDataTask):
         theirs, where = self.pretrained.dictionary()
         if theirs is None:
             raise XLMUserError(f"{self.pretrained.path}: no {DICT_FILE} beside it or in its data-bin")
-        if mine is not None and load_dictionary(mine).symbols != theirs.symbols:
-            raise XLMUserError(
-                f"{mine}: differs from the dictionary of --pretrained-xlm-checkpoint ({where}); the pretrained "
-                f"model's vocabulary is used: remove {DICT_FILE} from {self.data_dir}"
-            )
+        if mine is not None:
+            remedy = f"the pretrained model's vocabulary is used: remove {DICT_FILE} from {self.data_dir}"
+            self.pretrained.assets.check_dictionary(load_dictionary(mine), mine, self.pretrained.embedding_rows, remedy)
         return theirs
 
     def _find_pipeline_settings(self) -> PipelineSettings:
