@@ -21,7 +21,7 @@ def _load(path, data_bin, **overrides):
 
 
 def test_init_copies_the_lm_into_encoder_and_decoder_except_cross_attention(pretrained, data_bin, unmt):
-    from xlm_fairseq.models.xlm import XLMModel
+    from xlm_fairseq.models.translation import XLMTranslationModel
 
     _, task = _load(unmt[0] / "checkpoint_last.pt", data_bin)
     task.cfg.pretrained_xlm_checkpoint = str(pretrained)
@@ -48,7 +48,7 @@ def test_init_copies_the_lm_into_encoder_and_decoder_except_cross_attention(pret
         }
     )
     model = task.build_model(cfg)
-    assert isinstance(model, XLMModel)
+    assert isinstance(model, XLMTranslationModel) and model.langs == ["en", "de", "ro"]
     lm = torch.load(pretrained)["model"]
     checked = fresh = 0
     for side in ("encoder", "decoder"):

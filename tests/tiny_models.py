@@ -28,14 +28,13 @@ def tiny_translation_model(eos_bias):
     from fairseq.data import Dictionary
 
     from xlm_fairseq.models.fairseq_interfaces import XLMDecoder, XLMEncoder
-    from xlm_fairseq.models.xlm import XLMModel
+    from xlm_fairseq.models.translation import XLMTranslationModel
 
     d = Dictionary()
     for i in range(46):
         d.add_symbol(f"w{i}")
-    model = XLMModel(
-        None, XLMEncoder(d, tiny_stack(with_output=False)), XLMDecoder(d, tiny_stack(is_decoder=True))
-    ).eval()
+    encoder, decoder = XLMEncoder(d, tiny_stack(with_output=False)), XLMDecoder(d, tiny_stack(is_decoder=True))
+    model = XLMTranslationModel(None, encoder, decoder, ["en", "de", "ro"]).eval()
     with torch.no_grad():  # how likely </s> is
         model.decoder.transformer.pred_layer.proj.bias[d.eos()] = eos_bias
     torch.manual_seed(3)

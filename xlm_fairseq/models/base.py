@@ -17,7 +17,7 @@ class XLMModelBase:
     model was built for, which its checkpoints carry (torch's ``get_extra_state``: the key
     ``_extra_state`` of the state dict, the list's characters as a tensor)."""
 
-    langs: List[str] = []  # set by build_model: language ids are positions in this list
+    langs: List[str]  # given to the constructor: language ids are positions in this list
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         """A checkpoint made for another vocabulary or language list is one line saying so (was a

@@ -1,5 +1,7 @@
 """A sentence classifier on a pretrained stack (XNLI-style), and XLM's choice of fine-tuned layers."""
 
+from typing import Sequence
+
 import torch.nn as nn
 from fairseq.models import FairseqEncoderModel
 from torch import Tensor
@@ -52,9 +54,10 @@ class XLMClassificationModel(XLMModelBase, FairseqEncoderModel):
     :class:`ClassificationHead` on the first position (or the mean of all). Built by ``xlm_transformer`` for ``--task
     xlm_classification``; its stack's parameters are ``encoder.transformer.*``, as in an LM."""
 
-    def __init__(self, cfg, encoder: XLMEncoder, n_classes: int):
+    def __init__(self, cfg, encoder: XLMEncoder, n_classes: int, langs: Sequence[str]):
         super().__init__(encoder)
         self.cfg = cfg
+        self.langs = list(langs)
         self.classification_head = ClassificationHead(
             encoder.transformer.dim,
             n_classes,

@@ -1,5 +1,7 @@
 """The pretrained LM (MLM / TLM / CLM)."""
 
+from typing import Sequence
+
 from fairseq.models import FairseqEncoderModel
 
 from xlm_fairseq.models.base import XLMModelBase
@@ -13,9 +15,10 @@ class XLMLanguageModel(XLMModelBase, FairseqEncoderModel):
     Built by ``xlm_transformer`` for ``--task cross_lingual_lm``; its parameters are
     ``encoder.transformer.*`` (``LM_PREFIX``), as in every checkpoint this plugin has written."""
 
-    def __init__(self, cfg, encoder: XLMEncoder):
+    def __init__(self, cfg, encoder: XLMEncoder, langs: Sequence[str]):
         super().__init__(encoder)
         self.cfg = cfg
+        self.langs = list(langs)
 
     @property
     def lm(self) -> XLMTransformer:

@@ -1,36 +1,33 @@
 """``xlm_transformer``: the one registered XLM model, and its named architectures.
 
-``build_model`` gives the class of the task's ``model_kind``: :class:`XLMModel` (encoder and decoder,
-both from one pretrained LM) for ``translation_lm``, :class:`XLMClassificationModel` for
+``build_model`` gives the class of the task's ``model_kind``: :class:`XLMTranslationModel` (encoder and
+decoder, both from one pretrained LM) for ``translation_lm``, :class:`XLMClassificationModel` for
 ``xlm_classification``, :class:`XLMLanguageModel` for ``cross_lingual_lm``; so checkpoints of every
 kind name one architecture. Layers are in ``modules/``, fairseq's interfaces in ``fairseq_interfaces``.
 """
 
-from fairseq.models import FairseqEncoderDecoderModel, register_model, register_model_architecture
+from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 
 from xlm_fairseq.checkpoints import carried_langs
-from xlm_fairseq.errors import NOT_A_TRANSLATION_MODEL, XLMUserError
+from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.base import DECODER_PREFIX, LM_PREFIX, XLMModelBase  # noqa: F401  (prefixes: the converters')
 from xlm_fairseq.models.classifier import XLMClassificationModel
 from xlm_fairseq.models.config import XLMConfig
 from xlm_fairseq.models.fairseq_interfaces import XLMDecoder, XLMEncoder
 from xlm_fairseq.models.lm import XLMLanguageModel
+from xlm_fairseq.models.translation import XLMTranslationModel
 from xlm_fairseq.modules.transformer import XLMTransformer
 
 
 @register_model("xlm_transformer", dataclass=XLMConfig)
-class XLMModel(XLMModelBase, FairseqEncoderDecoderModel):
-    """XLM for translation: encoder and decoder stacks, both initialised from one pretrained LM.
+class XLMModel(BaseFairseqModel):
+    """``xlm_transformer``, the one registered XLM model: the home of the archs (``--arch xlm_512``), so
+    that checkpoints of every kind name one model. It is never built itself: ``build_model`` gives the
+    model of the task's ``model_kind`` (:class:`XLMLanguageModel` for ``cross_lingual_lm``,
+    :class:`XLMTranslationModel` for ``translation_lm``, :class:`XLMClassificationModel` for
+    ``xlm_classification``), and ``XLMModel.from_pretrained(dir)`` the hub of a checkpoint's kind."""
 
-    ``build_model`` gives this class for tasks whose ``model_kind`` is ``translation``
-    (``translation_lm``), :class:`XLMClassificationModel` for ``classifier`` (``xlm_classification``)
-    and :class:`XLMLanguageModel` otherwise, so that checkpoints of every kind name one
-    architecture. ``XLMModel.from_pretrained(dir)`` returns the hub of the checkpoint's kind.
-    """
-
-    def __init__(self, cfg, encoder: XLMEncoder, decoder: XLMDecoder):
-        super().__init__(encoder, decoder)
-        self.cfg = cfg
+    from_pretrained = XLMModelBase.from_pretrained
 
     @classmethod
     def build_model(cls, cfg, task):
@@ -67,18 +64,17 @@ class XLMModel(XLMModelBase, FairseqEncoderDecoderModel):
                 with_output=with_output,
             )
 
-        model = cls.build_kind(cfg, task, stack)
-        model.langs = list(task.langs)
-        return model
+        return cls.build_kind(cfg, task, stack)
 
     @classmethod
     def build_kind(cls, cfg, task, stack):
         dictionary = task.source_dictionary
         kind = getattr(task, "model_kind", "lm")
         if kind == "lm":
-            return XLMLanguageModel(cfg, XLMEncoder(dictionary, stack("encoder", False, True)))
+            return XLMLanguageModel(cfg, XLMEncoder(dictionary, stack("encoder", False, True)), task.langs)
         if kind == "classifier":  # the LM's output layer is not needed: no unused parameters
-            return XLMClassificationModel(cfg, XLMEncoder(dictionary, stack("encoder", False, False)), task.num_classes)
+            encoder = XLMEncoder(dictionary, stack("encoder", False, False))
+            return XLMClassificationModel(cfg, encoder, task.num_classes, task.langs)
         if cfg.decoder_embed_dim != cfg.encoder_embed_dim:
             raise XLMUserError("--decoder-embed-dim must equal --encoder-embed-dim (one pretrained LM)")
         # the encoder of a translation model never predicts words: no output layer, no unused bias
@@ -87,28 +83,7 @@ class XLMModel(XLMModelBase, FairseqEncoderDecoderModel):
         if cfg.share_all_embeddings:
             decoder.transformer.embeddings.weight = encoder.transformer.embeddings.weight
             decoder.transformer.pred_layer.proj.weight = encoder.transformer.embeddings.weight
-        return cls(cfg, encoder, decoder)
-
-    def forward(
-        self,
-        src_tokens,
-        src_lengths=None,
-        prev_output_tokens=None,
-        src_langs=None,
-        tgt_langs=None,
-        features_only: bool = False,
-        **kwargs,
-    ):
-        encoder_out = self.encoder(src_tokens, src_lengths, src_langs=src_langs, tgt_langs=tgt_langs)
-        return self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only)
-
-    def max_decoder_positions(self):
-        return self.decoder.max_positions()
-
-    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        if state_dict and not any(k.startswith("decoder.") for k in state_dict):
-            raise XLMUserError(f"the checkpoint is {NOT_A_TRANSLATION_MODEL}")
-        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+        return XLMTranslationModel(cfg, encoder, decoder, task.langs)
 
 
 def _set_dims(args, dim, layers, heads, prefixes=("encoder", "decoder")):
