@@ -21,7 +21,7 @@ def _blocks(data_bin, dictionary, n_blocks=300, block=256):
 
 @pytest.fixture(scope="module")
 def dictionary(data_bin):
-    from xlm_fairseq.data.dictionary import load_data_bin_dictionary as load_dictionary
+    from xlm_fairseq.data.data_bin import load_data_bin_dictionary as load_dictionary
 
     return load_dictionary(str(data_bin))
 

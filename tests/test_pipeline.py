@@ -87,7 +87,7 @@ def _check_every_path(data, raw_lines, binarised_bin, hubs):
     """Ids of every path equal the binarised data-bin's; every decoder gives the same text back."""
     import xlm_fairseq  # noqa: F401  (registers --tokenizer xlm / --bpe xlm and the tasks)
     from preprocess.pipeline import load_pipeline
-    from xlm_fairseq.data.dictionary import load_data_bin_dictionary as load_dictionary
+    from xlm_fairseq.data.data_bin import load_data_bin_dictionary as load_dictionary
 
     dictionary = load_dictionary(str(data))
     pipeline = load_pipeline([str(data)])

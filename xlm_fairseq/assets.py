@@ -18,7 +18,8 @@ from fairseq.data import Dictionary
 from preprocess.layout import DICT_FILE, MODEL_FILE
 from preprocess.pipeline import PipelineSettings, TextPipeline, load_pipeline, read_settings, restore_subword_model
 from xlm_fairseq import checkpoints
-from xlm_fairseq.data.dictionary import data_shards, dictionary_digest, dictionary_from_state, load_dictionary
+from xlm_fairseq.data.data_bin import data_shards
+from xlm_fairseq.data.dictionary import dictionary_digest, dictionary_from_state, load_dictionary
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LM_PREFIX
 

@@ -9,7 +9,7 @@ from preprocess.subwords import parse_bpe_codes
 from xlm_fairseq import checkpoints
 from xlm_fairseq.assets import ModelAssets
 from xlm_fairseq.convert.lm import LM
-from xlm_fairseq.data.dictionary import data_shards
+from xlm_fairseq.data.data_bin import data_shards
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.xlm import LM_PREFIX
 

@@ -23,14 +23,13 @@ from preprocess.pipeline import (
 )
 from xlm_fairseq.assets import ModelAssets, init_from_lm
 from xlm_fairseq.cpu_threads import IdleCoreThreads
-from xlm_fairseq.data.dictionary import (
+from xlm_fairseq.data.data_bin import (
     check_shards_agree,
     data_shards,
-    dictionary_digest,
     dictionary_may_come_later,
-    dictionary_to_state,
     load_data_bin_dictionary,
 )
+from xlm_fairseq.data.dictionary import dictionary_digest, dictionary_to_state
 
 logger = logging.getLogger(__name__)
 
