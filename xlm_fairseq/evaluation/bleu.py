@@ -85,7 +85,7 @@ def corpus_bleu_from_meters(meters, direction: str, prefix: str = "") -> float:
 def reduce_bleu(logging_outputs) -> None:
     """Sum each direction's statistics and derive its two BLEUs, and their means over the directions."""
     keys = sorted({k.split(":")[0] for log in logging_outputs for k in log if k.endswith(":bleu_sys_len")})
-    directions = tuple("-".join(ObjectiveKey.parse(key).langs) for key in keys)
+    directions = tuple(ObjectiveKey.parse(key).direction for key in keys)
     for key, direction in zip(keys, directions):
 
         def total(name, key=key):

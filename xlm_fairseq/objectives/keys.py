@@ -16,6 +16,11 @@ class ObjectiveKey:
         return f"{self.family}_{'-'.join(self.langs)}"
 
     @property
+    def direction(self) -> str:
+        """``de-en``: how BLEU metrics name a translation objective's languages."""
+        return "-".join(self.langs)
+
+    @property
     def source(self) -> str:
         return self.langs[0]
 

@@ -170,7 +170,7 @@ class XLMTask(XLMDataTask):
         lacking = [
             key
             for key in missing
-            if metric.startswith(f"{key}_") or ("-" in key and direction(key) in metric.split("_"))
+            if metric.startswith(f"{key}_") or ("-" in key and ObjectiveKey.parse(key).direction in metric.split("_"))
         ]
         if lacking:
             why = f"no {split} data for {lacking[0]} ({missing[lacking[0]]}.bin)"
@@ -187,8 +187,3 @@ class XLMTask(XLMDataTask):
             for side, stack in model.stacks().items():
                 stack.compile_stack(side, self.cfg.compile_mode)
         return model
-
-
-def direction(key: str) -> str:
-    """``mt_de-en`` -> ``de-en``: how BLEU metrics name an objective's languages."""
-    return "-".join(ObjectiveKey.parse(key).langs)

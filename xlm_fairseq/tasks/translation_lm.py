@@ -37,7 +37,7 @@ from xlm_fairseq.objectives.base import MissingData
 from xlm_fairseq.objectives.keys import ObjectiveKey
 from xlm_fairseq.objectives.schedule import bare_model, run_objectives
 from xlm_fairseq.objectives.translation import MachineTranslation
-from xlm_fairseq.tasks.objective_task import XLMTask, XLMTaskConfig, direction
+from xlm_fairseq.tasks.objective_task import XLMTask, XLMTaskConfig
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class TranslationLMTask(XLMTask):
         else:
             built, missing = self.build_objectives(split, 1, self.valid_objectives)
             if not built:
-                directions = ", ".join(direction(o.key) for o in self.valid_objectives)
+                directions = ", ".join(o.name.direction for o in self.valid_objectives)
                 raise XLMUserError(
                     f"no {split} parallel data for any of {directions or 'the trained directions'}"
                     f" (validation needs {split}.{{src}}-{{tgt}}.*; use --disable-validation to train without)"
@@ -228,7 +228,7 @@ class TranslationLMTask(XLMTask):
         """Also each validated direction's BLEU and their means (:mod:`xlm_fairseq.evaluation.bleu`)."""
         names = super().validation_metrics(validated)
         if not self.cfg.no_eval_bleu and validated:
-            directions = [direction(k) for k in validated]
+            directions = [ObjectiveKey.parse(k).direction for k in validated]
             names += [f"bleu{t}_{d}" for d in directions for t in ("", "_tok")] + ["bleu_mean", "bleu_tok_mean"]
         return names
 
