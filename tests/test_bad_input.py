@@ -187,6 +187,21 @@ CASES = {
         lambda c: ["train", c.data, *TRAIN_LM, "--mlm-steps", "de-ro", "--save-dir", c.tmp / "new"],
         "missing parallel data {data}/train.de-ro.de.bin",
     ),
+    "--span-ratio outside (0, 1]": (
+        None,
+        lambda c: [
+            "train",
+            c.data,
+            *TRAIN_LM,
+            "--span-steps",
+            "de",
+            "--span-ratio",
+            "1.5",
+            "--save-dir",
+            c.tmp / "new",
+        ],
+        "--span-ratio must be in (0, 1], got 1.5",
+    ),
     "--pretrained-xlm-checkpoint of another vocabulary": (
         lambda c: (c.data / "dict.txt").write_text(
             "".join((c.data / "dict.txt").read_text(encoding="utf-8").splitlines(keepends=True)[:-5]), encoding="utf-8"

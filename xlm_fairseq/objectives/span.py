@@ -4,12 +4,17 @@
 dataset (``data/streams.py``'s ``SpanMaskedDataset``); the loss is the task's (the predicted positions only)."""
 
 from xlm_fairseq.data import SpanMaskedDataset
+from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.objectives.base import Built, Objective, register_objective
 
 
 @register_objective
 class SpanMasking(Objective):
     family, option = "span", "span_steps"
+
+    def check(self):
+        if not 0 < self.task.cfg.span_ratio <= 1:
+            raise XLMUserError(f"--span-ratio must be in (0, 1], got {self.task.cfg.span_ratio}")
 
     def build(self, split, epoch=1):
         task = self.task

@@ -73,8 +73,6 @@ class XLMCrossLingualLMTask(XLMTask):
         super().__init__(cfg, dictionary)
         if not self.langs:
             raise XLMUserError("--langs is required, e.g. --langs en,de")
-        if not 0 < cfg.span_ratio <= 1:
-            raise XLMUserError(f"--span-ratio must be in (0, 1], got {cfg.span_ratio}")
         try:
             keep_rand = [float(x) for x in cfg.mask_keep_rand.split(",")]
         except ValueError:

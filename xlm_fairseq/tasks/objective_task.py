@@ -88,8 +88,8 @@ class XLMTask(XLMDataTask):
         return -1.0
 
     def objective(self, key: str) -> Objective:
-        """The training objective ``key`` names."""
-        return next(o for o in self.objectives if o.key == key)
+        """The objective ``key`` names (a batch's, a metric's)."""
+        return {o.key: o for o in self.objectives}[key]
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):

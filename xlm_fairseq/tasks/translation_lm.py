@@ -106,7 +106,8 @@ class TranslationLMTask(XLMTask):
                 raise XLMUserError(f"-s/-t: language '{lang}' is not in --langs {','.join(self.langs)}")
 
     def objective(self, key: str):
-        return next(o for o in self.objectives + self.valid_objectives if o.key == key)
+        """Also the validated directions' (``mt_{src}-{tgt}``)."""
+        return {o.key: o for o in self.valid_objectives + self.objectives}[key]
 
     # ---- data ----------------------------------------------------------------------------
 
