@@ -8,6 +8,7 @@ import random
 import re
 import sys
 
+import pytest
 from conftest import ROOT, run
 
 from preprocess.lexicon import induce
@@ -180,6 +181,7 @@ def test_induce_bad_input_is_one_line(tmp_path):
         assert lines[0].startswith("lexicon induce: error: ") and not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow  # two inductions on the sample; the induction itself: test_induce_on_the_sample_finds_frequent_words
 def test_train_plans_tlm_on_word_by_word_pairs_with_lexicon(tmp_path):
     """`train.sh --unsupervised --lexicon --plan`: TLM joins MLM in pretraining, the pairs are the unpaired
     lines beside their word-by-word translations (no real pair), sizes come from the real text; --lexicon
@@ -254,6 +256,7 @@ def test_code_switching_replaces_the_asked_share_of_translatable_words_in_place(
     assert 130 < switched < 220  # 1 - 0.75**2 of 400 lines have a word switched: 175 expected
 
 
+@pytest.mark.slow  # two inductions on the sample, as above
 def test_train_plans_mlm_on_code_switched_copies_with_lexicon_cs(tmp_path):
     """`--lexicon cs`: every unpaired line gets a code-switched copy after the real lines of its language
     (MLM only: no TLM, no pairs); the plan's sizes come from the real text; an unknown use is refused."""
