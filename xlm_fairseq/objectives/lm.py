@@ -10,12 +10,6 @@ from xlm_fairseq.objectives.base import Built, MissingData, Objective, register_
 logger = logging.getLogger(__name__)
 
 
-def missing(split: str, path: str) -> MissingData:
-    return MissingData(
-        path, f"missing training data: {path}.bin" if split == "train" else f"no {split} data at {path}.bin"
-    )
-
-
 class StreamObjective(Objective):
     """An LM objective over the stream of one language's sentences, cut into ``--tokens-per-sample`` blocks."""
 
