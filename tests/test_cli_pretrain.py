@@ -169,10 +169,13 @@ def test_init_embeddings_replaces_the_rows_given(data_bin, tmp_path):
 
 
 def test_a_checkpoint_carries_what_checks_it(pretrained, data_bin):
-    """What ModelAssets checks a dictionary against, and the language list, are in every checkpoint."""
+    """What ModelAssets checks a dictionary against, and the language list, are in every checkpoint;
+    the list once, in task_state (the model's state dict holds none)."""
     from xlm_fairseq import checkpoints
     from xlm_fairseq.data.dictionary import dictionary_digest, load_dictionary
 
-    task_state = checkpoints.load(str(pretrained))["task_state"]
+    state = checkpoints.load(str(pretrained))
+    task_state = state["task_state"]
     assert task_state["dictionary_sha256"] == dictionary_digest(load_dictionary(str(data_bin)))
     assert task_state["langs"] == ["en", "de", "ro"]
+    assert "_extra_state" not in state["model"] and not state["cfg"]["model"].get("langs")

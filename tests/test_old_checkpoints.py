@@ -2,8 +2,8 @@
 did. ``data/made_before_34/unmt.pt`` is a tiny UNMT checkpoint (16 dims, 1 layer, 2 updates: its
 outputs are degenerate, which makes long decodes) trained by commit 89b2d27, with the optimiser
 state dropped; ``expected.json`` holds what that commit's hub translated with it. Its state dict
-has no ``_extra_state`` (the language list a checkpoint now carries) and the old KV-cache protocol
-made those outputs: this is the guard on both."""
+names its languages only in its config (checkpoints now keep the list in ``task_state``) and the
+old KV-cache protocol made those outputs: this is the guard on both."""
 
 import json
 from pathlib import Path
@@ -27,18 +27,41 @@ def test_old_translation_checkpoint_translates_as_before(old_model, beam):
     assert old_model.translate(expected["src"], src="de", tgt="en", beam=int(beam)) == expected["de-en"][beam]
 
 
-def test_old_checkpoint_has_no_language_list_and_new_ones_do(old_model, tmp_path):
-    """An old state dict loads without the list (nothing to check); saved again it carries it."""
+def test_the_language_list_is_stored_once_and_read_from_old_checkpoints_config(old_model, tmp_path):
+    """The old checkpoint names its languages only in its config: fairseq's reader puts them in its
+    task_state (the one store) and hands them to the model with its weights. A model's state dict
+    never carries them; saved again, the checkpoint loads and translates as before."""
+    from fairseq import checkpoint_utils
     from fairseq.checkpoint_utils import torch_persistent_save
 
     from xlm_fairseq import checkpoints
 
     state = checkpoints.load(str(OLD / "unmt.pt"))
-    assert "_extra_state" not in state["model"]
-    carried = old_model.models[0].state_dict()["_extra_state"]
-    assert "".join(map(chr, carried.tolist())) == "de,en,ro"
+    assert "_extra_state" not in state["model"] and "langs" not in state["task_state"]
+    read = checkpoint_utils.load_checkpoint_to_cpu(str(OLD / "unmt.pt"))
+    assert read["task_state"]["langs"] == ["de", "en", "ro"] and read["model"]["_extra_state"] == ["de", "en", "ro"]
+    assert "_extra_state" not in old_model.models[0].state_dict()
     expected = json.loads((OLD / "expected.json").read_text(encoding="utf-8"))
     state["model"] = old_model.models[0].state_dict()
+    state["task_state"] = dict(old_model.task.state_dict())
+    state["cfg"]["task"]["langs"] = state["cfg"]["model"]["langs"] = ""  # the list is in task_state alone
     torch_persistent_save(state, str(tmp_path / "model.pt"))
     again = XLMModel.from_pretrained(str(tmp_path))
+    assert again.task.langs == ["de", "en", "ro"]
     assert again.translate(["Click OK."], src="en", tgt="ro", beam=1) == expected["en-ro"]["1"]
+
+
+def test_a_list_carried_in_the_state_dict_as_characters_is_still_checked(old_model):
+    """Checkpoints written before the list moved to task_state carry it in the model's state dict,
+    its characters as a tensor: loading one in another order is the one-line error."""
+    import torch
+
+    from xlm_fairseq.errors import XLMUserError
+
+    model = old_model.models[0]
+    state = model.state_dict()
+    state["_extra_state"] = torch.tensor([ord(c) for c in "de,en,ro"])
+    model.load_state_dict(state)
+    state["_extra_state"] = torch.tensor([ord(c) for c in "en,de,ro"])
+    with pytest.raises(XLMUserError, match="trained with --langs en,de,ro, not de,en,ro"):
+        model.load_state_dict(state)

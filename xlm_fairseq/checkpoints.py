@@ -107,3 +107,18 @@ def carried_langs(task_state: Optional[Mapping], config=None, name: str = "the c
         return list(task_state["langs"])
     value = config.get("langs") if isinstance(config, Mapping) else getattr(config, "langs", None)
     return parse_langs(str(value or ""), f"{name}: its --langs")
+
+
+def hand_langs_to_model(state: dict, name: str = "the checkpoint") -> dict:
+    """A checkpoint fairseq has read, with its language list (the one store: ``task_state["langs"]``,
+    filled from the config of a checkpoint written before it was) also handed to the model with its
+    weights, as the state dict's ``_extra_state``. fairseq-train's resume gives the model its state dict
+    and never gives the task its ``task_state``; this way the model checks the order it was built in
+    against the checkpoint's on every data-parallel rank (the state is read, then broadcast)."""
+    cfg = state.get("cfg") or {}
+    langs = carried_langs(state.get("task_state"), cfg.get("task") or cfg.get("model"), name)
+    if langs:
+        state["task_state"] = dict(state.get("task_state") or {}, langs=langs)
+        if isinstance(state.get("model"), dict):
+            state["model"]["_extra_state"] = langs
+    return state

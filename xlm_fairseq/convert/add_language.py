@@ -156,7 +156,7 @@ def add_language(
         row = table[langs.index(lang_init)] if lang_init else table.float().mean(0).to(table.dtype)
         params[lang_key] = torch.cat([table, row[None]])
     new_langs = [*langs, lang]
-    params["_extra_state"] = torch.tensor([ord(c) for c in ",".join(new_langs)], dtype=torch.long)
+    params.pop("_extra_state", None)  # a list written before it moved to task_state: now the old one
 
     out = os.path.abspath(out)
     spm_name = settings.subword_model

@@ -13,9 +13,8 @@ DECODER_PREFIX = "decoder.transformer."  # where a translation model's decoder s
 
 
 class XLMModelBase:
-    """What the LM, classifier and translation model share: loading, and the language list the
-    model was built for, which its checkpoints carry (torch's ``get_extra_state``: the key
-    ``_extra_state`` of the state dict, the list's characters as a tensor)."""
+    """What the LM, classifier and translation model share: loading, checked against the language
+    list the model was built for."""
 
     langs: List[str]  # given to the constructor: language ids are positions in this list
 
@@ -37,17 +36,16 @@ class XLMModelBase:
                 )
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
-    def get_extra_state(self) -> Tensor:
-        # the list's characters as a tensor, not a dict: fairseq's tools (scripts/average_checkpoints.py,
-        # --ema, fp16 conversion) treat every entry of a model's state dict as a tensor
-        return torch.tensor([ord(c) for c in ",".join(self.langs)], dtype=torch.long)
-
     def set_extra_state(self, state):
-        if state is None:  # checkpoints written before models carried their languages
+        """The checkpoint's language list, handed over with its weights when fairseq reads it
+        (:func:`xlm_fairseq.checkpoints.hand_langs_to_model`); checkpoints written before the list moved
+        to ``task_state`` carry its characters as a tensor. Models never write it: ``state_dict`` has no
+        ``_extra_state``, the list is stored once, in the checkpoint's ``task_state``."""
+        if state is None:  # a state dict not read from a checkpoint, or from one without a list
             return
-        stored = [
-            lang for lang in "".join(chr(int(c)) for c in torch.as_tensor(state).round().long()).split(",") if lang
-        ]
+        if isinstance(state, Tensor):
+            state = "".join(chr(int(c)) for c in state.round().long()).split(",")
+        stored = [lang for lang in state if lang]
         if stored and self.langs and stored != list(self.langs):
             # language ids are positions in the list: resuming in another order swaps the embeddings
             raise XLMUserError(
@@ -56,8 +54,8 @@ class XLMModelBase:
             )
 
     def upgrade_state_dict_named(self, state_dict, name):
-        """Checkpoints written before the language list was carried (and converted ones) load as
-        they did: without a list to check."""
+        """A state dict without a language list (one not read from a checkpoint, or from one that names
+        none) loads without one to check."""
         super().upgrade_state_dict_named(state_dict, name)
         state_dict.setdefault(f"{name}._extra_state" if name else "_extra_state", None)
 

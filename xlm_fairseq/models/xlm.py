@@ -8,7 +8,6 @@ kind name one architecture. Layers are in ``modules/``, fairseq's interfaces in 
 
 from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
 
-from xlm_fairseq.checkpoints import carried_langs
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.models.base import DECODER_PREFIX, LM_PREFIX, XLMModelBase  # noqa: F401  (prefixes: the converters')
 from xlm_fairseq.models.classifier import XLMClassificationModel
@@ -32,18 +31,6 @@ class XLMModel(BaseFairseqModel):
     @classmethod
     def build_model(cls, cfg, task):
         dictionary = task.source_dictionary
-        # a loaded checkpoint's languages: what its task carries (fairseq loads task_state before
-        # building), or in checkpoints made before that, its model options
-        loaded = getattr(getattr(task, "state", None), "state_dict", None) or {}
-        carried = carried_langs(loaded, cfg)
-        if not task.langs and carried:  # task set up without --langs (fairseq-generate, -interactive)
-            task.set_langs(",".join(carried))
-        if carried and list(task.langs) != list(carried):
-            # language ids are positions in the list: another order translates with the wrong embeddings
-            raise XLMUserError(
-                f"--langs {','.join(task.langs)} is not the model's language list {','.join(carried)}; "
-                "leave --langs out, or give that list in that order"
-            )
         n_langs = len(task.langs)
 
         def stack(prefix, is_decoder, with_output):

@@ -30,6 +30,7 @@ from xlm_fairseq.data.data_bin import (
     load_data_bin_dictionary,
 )
 from xlm_fairseq.data.dictionary import dictionary_digest, dictionary_to_state
+from xlm_fairseq.errors import XLMUserError
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ class XLMDataTask(FairseqTask):
         for carried in ("dictionary_sha256", "dictionary", "subword_model"):  # computed now: checkpoints carry them
             getattr(self.state, carried)
         model = super().build_model(cfg, from_checkpoint)
-        self.state.langs  # computed once the model has settled them (fairseq-generate takes the model's)
+        self.state.langs  # what checkpoints carry: computed now, from the list the model was built with
         if self.cfg.pretrained_xlm_checkpoint and not from_checkpoint:
             # a task that already read the checkpoint (classification: its dictionary and pipeline) passes it
             pretrained = getattr(self, "pretrained", None) or self.cfg.pretrained_xlm_checkpoint
@@ -184,6 +185,20 @@ class XLMDataTask(FairseqTask):
     def set_langs(self, langs: str):
         self.langs: List[str] = parse_langs(langs or "", "--langs")
         self.lang2id = {lang: i for i, lang in enumerate(self.langs)}
+
+    def load_state_dict(self, state_dict):
+        """A loaded checkpoint's ``task_state`` (fairseq-generate, -interactive, the hub: before the model
+        is built): its language list is the task's, when --langs is left out."""
+        super().load_state_dict(state_dict)
+        carried = list(state_dict.get("langs") or [])
+        if carried and not self.langs:
+            self.set_langs(",".join(carried))
+        elif carried and self.langs != carried:
+            # language ids are positions in the list: another order translates with the wrong embeddings
+            raise XLMUserError(
+                f"--langs {','.join(self.langs)} is not the model's language list {','.join(carried)}; "
+                "leave --langs out, or give that list in that order"
+            )
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):

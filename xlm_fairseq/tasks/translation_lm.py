@@ -118,8 +118,6 @@ class TranslationLMTask(XLMTask):
             raise XLMUserError(str(lack)) from None
 
     def load_dataset(self, split, epoch=1, combine=False, task_cfg=None, **kwargs):
-        if not self.langs and task_cfg is not None and task_cfg.get("langs"):
-            self.set_langs(task_cfg.langs)  # fairseq-generate: languages from the checkpoint
         if not self.langs:
             raise XLMUserError("--langs is required, e.g. --langs en,de")
         if task_cfg is not None and not (self.cfg.source_lang and self.cfg.target_lang):
