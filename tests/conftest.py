@@ -48,6 +48,17 @@ def run(cmd, ok=True, **kw):
     return proc
 
 
+def in_process(main, args, capsys):
+    """A command's ``main(argv)`` run in this process (no interpreter to start, no torch to import):
+    its exit status and what it wrote to stderr."""
+    capsys.readouterr()
+    try:
+        status = main([str(a) for a in args])
+    except SystemExit as e:
+        status = e.code
+    return status, capsys.readouterr().err
+
+
 def fairseq(cmd, *args, ok=True):
     return run([BIN / f"fairseq-{cmd}", *args], ok=ok)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sentencepiece as spm
 import torch
-from conftest import BIN, PRETRAIN_ARGS, ROOT, SAMPLE, fairseq, head, run
+from conftest import BIN, PRETRAIN_ARGS, ROOT, SAMPLE, fairseq, head, in_process, run
 
 from preprocess.pipeline import load_pipeline
 from xlm_fairseq.assets import PretrainedCheckpoint
@@ -110,7 +110,9 @@ def test_a_new_piece_starts_as_the_mean_of_the_old_pieces_it_splits_into(de_en_l
     assert checked > 10
 
 
-def test_bad_input_is_one_line_and_writes_nothing(de_en_lm, with_ro, unmt, tmp_path):
+def test_bad_input_is_one_line_and_writes_nothing(de_en_lm, with_ro, unmt, tmp_path, capsys):
+    from xlm_fairseq.convert.cli import main
+
     ckpt, raw = de_en_lm
     out = tmp_path / "out"
     cases = {
@@ -124,13 +126,13 @@ def test_bad_input_is_one_line_and_writes_nothing(de_en_lm, with_ro, unmt, tmp_p
         "text alone": ([ckpt, out, "--text", raw / "ro.txt"], "--text and --keep-text go with --add-lang"),
     }
     for case, (args, expected) in cases.items():
-        proc = _convert(*args)
-        assert proc.returncode != 0, case
-        assert len(proc.stderr.strip().splitlines()) == 1 and expected in proc.stderr, (case, proc.stderr[-800:])
+        status, err = in_process(main, args, capsys)
+        assert status != 0, case
+        assert len(err.strip().splitlines()) == 1 and expected in err, (case, err[-800:])
         assert not out.exists(), case
     before = sorted(os.listdir(with_ro))
-    proc = _convert(ckpt, with_ro, "--add-lang", "ro", "--text", raw / "ro.txt")
-    assert proc.returncode != 0 and "not empty" in proc.stderr and sorted(os.listdir(with_ro)) == before
+    status, err = in_process(main, [ckpt, with_ro, "--add-lang", "ro", "--text", raw / "ro.txt"], capsys)
+    assert status != 0 and "not empty" in err and sorted(os.listdir(with_ro)) == before
 
 
 def _train(*args):

@@ -17,7 +17,7 @@ import sys
 
 import pytest
 import torch
-from conftest import BIN, PRETRAIN_ARGS, ROOT, SAMPLE, UNMT_ARGS, head, run
+from conftest import BIN, PRETRAIN_ARGS, ROOT, SAMPLE, UNMT_ARGS, head, in_process, run
 
 from xlm_fairseq.data.dictionary import load_dictionary
 from xlm_fairseq.patches.user_errors import user_error_line
@@ -406,8 +406,9 @@ def _error_in_process(argv, monkeypatch, capsys):
         from xlm_fairseq.convert.cli import main
 
         monkeypatch.setattr(sys, "argv", ["convert"])
-        assert main(args) == 2
-        lines = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
+        status, err = in_process(main, args, capsys)
+        assert status == 2
+        lines = [line for line in err.splitlines() if "error:" in line]
         assert len(lines) == 1, lines
         return lines[0]
     if kind == "hub":

@@ -9,7 +9,7 @@ import re
 import sys
 
 import pytest
-from conftest import ROOT, run
+from conftest import ROOT, in_process, run
 
 from preprocess.lexicon import induce
 from recipes.lib.plan import parse_lexicon
@@ -157,7 +157,9 @@ def test_induce_on_the_sample_finds_frequent_words(tmp_path):
     assert json.loads((out / "lexicon.json").read_text()) == record
 
 
-def test_induce_bad_input_is_one_line(tmp_path):
+def test_induce_bad_input_is_one_line(tmp_path, capsys):
+    from xlm_fairseq.evaluation.lexicon import main
+
     (tmp_path / "a.txt").write_text("eins zwei\n")
     (tmp_path / "bad.txt").write_bytes(b"\xff\xfe\n")
     (tmp_path / "three.txt").write_text("eins zwei drei\n")
@@ -174,10 +176,9 @@ def test_induce_bad_input_is_one_line(tmp_path):
         ),
         (["--mono", a, "--mono", f"en={tmp_path / 'a.txt'}", "--words", "0"], "--words: expected a number >= 1"),
     ):
-        cmd = [sys.executable, "-m", "xlm_fairseq.evaluation.lexicon", "induce", *args, "--out", tmp_path / "o"]
-        proc = run(cmd, ok=False)
-        lines = proc.stderr.strip().splitlines()
-        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+        status, err = in_process(main, ["induce", *args, "--out", tmp_path / "o"], capsys)
+        lines = err.strip().splitlines()
+        assert status == 2 and len(lines) == 1 and message in lines[0], err
         assert lines[0].startswith("lexicon induce: error: ") and not (tmp_path / "o").exists()
 
 
