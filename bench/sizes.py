@@ -1,5 +1,5 @@
 """The benchmark's model sizes and the training FLOPs of each step, the numerator of MFU (checked
-against torch's FLOP counter in ``tests/test_bench.py``)."""
+against torch's FLOP counter in ``tests/bench/test_bench.py``)."""
 
 import dataclasses
 

@@ -4,7 +4,7 @@ lowercasing. Pure Python (sacremoses); no torch or fairseq.
 ``preprocess/`` runs :func:`normalize_line` on every input line; the hub, validation BLEU and the
 recipes call the same functions (subwords: :mod:`preprocess.subwords`). The tokenizer that
 ``xlm-fairseq-export --hf`` ships (``xlm_fairseq/inference/tokenization_xlm_fairseq.py``) repeats these steps
-without this package; ``tests/test_hf_translator.py`` holds the two to the same output."""
+without this package; ``tests/inference/test_hf_translators.py`` holds the two to the same output."""
 
 import functools
 import unicodedata

@@ -229,7 +229,7 @@ class Sweep(Driver):
     def params(checkpoint) -> dict:
         from xlm_fairseq import checkpoints
 
-        # parameters only: not the tied projection (the embeddings' tensor) nor the language list older checkpoints kept beside them
+        # parameters only: not the tied projection (the embeddings' tensor) nor the language list of older checkpoints
         state = {k: v for k, v in checkpoints.load(str(checkpoint))["model"].items() if not k.endswith("_extra_state")}
         state = {k: v for k, v in state.items() if not k.endswith(TIED)}
         total = sum(v.numel() for v in state.values())

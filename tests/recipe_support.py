@@ -1,4 +1,4 @@
-"""What the recipe tests share (tests/test_recipes.py, test_recipe_stages.py, test_wmt16_tools.py):
+"""What the recipe tests share (tests/recipes/test_recipes.py, test_recipe_stages.py, test_wmt16_tools.py):
 
 * running a recipe, and its --dry-run listing read as commands (:func:`dry_run`, :func:`opt`);
 * tiny stand-ins for what the WMT16 and XNLI recipes download, made from the shipped samples

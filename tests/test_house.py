@@ -1,6 +1,6 @@
 """The house rules: imports point down only (text pipeline -> preprocess -> the plugin's own floors ->
-recipes and bench), without circles anywhere (recipes/ and bench/ included), and no source file grows
-past ~400 lines."""
+recipes and bench), without circles anywhere (recipes/ and bench/ included), no source file grows
+past ~400 lines, and the tests mirror the code."""
 
 import ast
 import os
@@ -223,3 +223,22 @@ def test_every_python_recipe_prints_its_help(command):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run([sys.executable, *command, "--help"], capture_output=True, text=True, cwd=REPO, env=env)
     assert proc.returncode == 0 and "usage:" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_tests_mirror_the_code():
+    """A test file sits where the code it tests does: tests/tasks/ for xlm_fairseq/tasks/, tests/preprocess/
+    for preprocess/, tests/checkpoints/ for xlm_fairseq/checkpoints.py, ...; at the top only what tests
+    a top-level module of the plugin or the project as a whole. Basenames stay unique (pytest imports
+    each test file by its name)."""
+    tests = REPO / "tests"
+    plugin = REPO / "xlm_fairseq"
+    homes = {p.stem for p in plugin.iterdir() if p.is_dir() or p.suffix == ".py"} | {*PACKAGES, *ABOVE}
+    files = sorted(tests.rglob("test_*.py"))
+    strays = [str(p.relative_to(tests)) for p in files if p.parent != tests and p.parent.name not in homes]
+    assert not strays, strays
+    nested = [str(p.relative_to(tests)) for p in files if len(p.relative_to(tests).parts) > 2]
+    assert not nested, nested
+    top = {p.stem[len("test_") :] for p in files if p.parent == tests}
+    assert top <= {p.stem for p in plugin.glob("*.py")} | {"environment", "house"}, top
+    names = [p.name for p in files]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)

@@ -30,7 +30,7 @@ and the README gives the per-call ``max_new_tokens``.
 In float32 the logits are XLM's (to float rounding) and greedy tokens fairseq's, but where two words tie
 within float rounding. Beam search (``early_stopping=True``) gives fairseq's
 hypotheses; their order can differ among those that reach the length limit, whose forced ``</s>``
-transformers scores 0 and fairseq with its log-probability (``tests/test_hf_translator.py``).
+transformers scores 0 and fairseq with its log-probability (``tests/inference/test_hf_translators.py``).
 
 The tokenizer is ``tokenization_xlm_fairseq.py``, copied into each directory (it needs neither
 fairseq nor this package)."""

@@ -1,7 +1,7 @@
 """A training stack compiled by ``torch.compile`` (``--compile``), which says in the log what compiling
 cost. The plain version it must equal is the eager stack itself (``XLMTransformer._stack``); the
 test that says so trains twice, eager and compiled, and compares the losses
-(``tests/test_compile.py``)."""
+(``tests/modules/test_compile.py``)."""
 
 import logging
 

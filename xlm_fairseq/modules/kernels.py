@@ -1,6 +1,6 @@
 """Training kernels. On CPU: dropout from a quarter of the random numbers, and attention with dropout that
 recomputes its weights in the backward pass; each equals torch's plain version in distribution (its
-test says so: ``tests/test_model.py``), and GPUs keep torch's fused kernels. On every device: the
+test says so: ``tests/models/test_model.py``), and GPUs keep torch's fused kernels. On every device: the
 criterion's summed cross-entropy, with one vocabulary-sized buffer beside the logits where torch's has three."""
 
 import math

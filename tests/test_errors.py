@@ -2,7 +2,7 @@
 the hub, the converter, and data-bins of other layouts. Each case is one exact ``error:`` line naming
 the file or option, a non-zero exit, no traceback, and every file of the data-bin, the checkpoints
 and the save dir byte for byte as before (SHA-256). ``preprocess/`` has its own matrix
-(test_preprocess.py: parallel files of different lengths, invalid UTF-8, empty files, ...).
+(test_prepare.py: parallel files of different lengths, invalid UTF-8, empty files, ...).
 
 Every case fails before training, so each runs in this process: the command's own entry point
 (fairseq's ``cli_main`` with its argv, the hub, the converter's ``main``) must raise a user error

@@ -119,6 +119,7 @@ def test_nothing_spelled_alike_is_one_clear_error():
         raise AssertionError("induced a lexicon from no seed")
 
 
+@pytest.mark.slow  # 45 s of one worker; the fast tier: the induction on planted texts above, the command's bad input
 def test_induce_on_the_sample_finds_frequent_words(tmp_path):
     """`xlm-fairseq-lexicon induce` on the quickstart's --unsupervised text (the sample's monolingual files and
     the English of the first half of its pairs, the German of the second): MUSE-format lexicons both ways

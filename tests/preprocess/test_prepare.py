@@ -16,15 +16,10 @@ import pytest
 
 from preprocess import (
     SPECIAL_SYMBOLS,
-    detokenize,
-    normalize_and_tokenize,
     normalize_line,
-    normalize_romanian,
-    remove_non_printing,
-    remove_romanian_diacritics,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "recipes" / "data"
 ENDE = SAMPLE / "en-de"
 ENRO = SAMPLE / "en-ro"
@@ -72,10 +67,6 @@ def assert_one_error_line(result, *needles):
     return lines[0]
 
 
-# ------------------------------------------------------------------------------------------------
-# end to end on the shipped sample
-# ------------------------------------------------------------------------------------------------
-
 SAMPLE_ARGS = [
     "--langs",
     "en,de,ro",
@@ -102,7 +93,6 @@ SAMPLE_ARGS = [
     "--workers",
     "2",
 ]
-
 # dataset in DEST -> the input file it comes from
 SAMPLE_DATASETS = {
     "train.en": ENDE / "mono.en",
@@ -355,11 +345,6 @@ def test_rerun_is_up_to_date(sample_bin):
     assert siblings(dest) == []
 
 
-# ------------------------------------------------------------------------------------------------
-# small builds in tmp_path
-# ------------------------------------------------------------------------------------------------
-
-
 def write_slice(path, source, start, count):
     lines = source.read_text(encoding="utf-8").splitlines()[start : start + count]
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
@@ -495,10 +480,6 @@ def test_utf8_errors_replace(tmp_path, raw):
     assert summary["datasets"]["train.en"]["sentences"] == 401
 
 
-# ------------------------------------------------------------------------------------------------
-# --bpe-codes: XLM/fastBPE subwords with a given dictionary (data for converted XLM models)
-# ------------------------------------------------------------------------------------------------
-
 # fastBPE codes: "a b count", best (earliest) merge first, "</w>" marks the end of a word
 TINY_CODES = "#version: 0.2\nt h 100\nth e</w> 90\ni n 80\nin g</w> 70\ne r 60\n"
 # the pieces of the test sentences in XLM's spelling; "r" (word-final r) is deliberately missing
@@ -594,11 +575,6 @@ def test_bpe_codes(tmp_path):
     # other codes: DEST is out of date and refused without --force
     codes.write_text(TINY_CODES + "o th 50\n", encoding="utf-8")
     assert_one_error_line(prepare(dest, *args), "bpe_codes", "--force")
-
-
-# ------------------------------------------------------------------------------------------------
-# bad input: one error line, exit 2, nothing written
-# ------------------------------------------------------------------------------------------------
 
 
 def bad_case(raw, case):
@@ -756,67 +732,6 @@ def test_help():
         "--lowercase-and-remove-accent",
     ):
         assert option in result.stdout
-
-
-# ------------------------------------------------------------------------------------------------
-# text normalisation
-# ------------------------------------------------------------------------------------------------
-
-
-def test_romanian_normalisation():
-    assert normalize_romanian("Şi ţara, ŞTIINŢĂ") == "Și țara, ȘTIINȚĂ"
-    assert normalize_romanian("s\u0327i t\u0326ara") == "și țara"  # decomposed forms too
-    assert normalize_romanian("ș ț ă â î plain") == "ș ț ă â î plain"
-    assert normalize_romanian("plain ascii") == "plain ascii"
-
-
-def test_romanian_diacritics_removal():
-    assert (
-        remove_romanian_diacritics("Știința și țara îşi află în ţări străine ÎNSĂ ÂŞA")
-        == "Stiinta si tara isi afla in tari straine INSA ASA"
-    )
-
-
-def test_romanian_in_pipeline():
-    line = "Aceşti paşi ţin de configuraţia sistemului."
-    assert normalize_and_tokenize(line, "ro") == "Acești pași țin de configurația sistemului ."
-    assert (
-        normalize_and_tokenize(line, "ro", ro_remove_diacritics=True) == "Acesti pasi tin de configuratia sistemului ."
-    )
-    # other languages keep their letters
-    assert normalize_and_tokenize("Straße in Kayseri: ş ţ", "de") == "Straße in Kayseri : ş ţ"
-
-
-def test_non_printing_characters():
-    assert remove_non_printing("a\tb\x00c\u200bd\u00a0e\x7ff") == "a b c d e f"
-    assert remove_non_printing("plain text") == "plain text"
-    assert normalize_and_tokenize("\ufeffHello\x00  world\t!", "en") == "Hello world !"
-
-
-def test_normalize_and_tokenize():
-    assert (
-        normalize_and_tokenize("Hello, world! It's (really) fine.", "en") == "Hello , world ! It 's ( really ) fine ."
-    )
-    # Moses punctuation normalisation: German quotes become ASCII quotes, no escaping of & < >
-    assert normalize_and_tokenize("„Öffnen“ & <Datei>", "de") == '" Öffnen " & < Datei >'
-    assert normalize_and_tokenize(["One.", "", "Two!"], "en") == ["One .", "", "Two !"]
-
-
-@pytest.mark.parametrize(
-    "lang,sentence",
-    [
-        ("en", "Click on the right mouse button to make the file manager's context menu appear."),
-        ("de", "Wählen Sie „Extras - Optionen“, um die Einstellungen (z. B. 3,5 cm) zu ändern."),
-        ("ro", "Apăsați pe butonul „+” pentru a lista fragmentele de text existente."),
-    ],
-)
-def test_tokenize_detokenize_round_trip(lang, sentence):
-    tokens = normalize_and_tokenize(sentence, lang)
-    assert tokens != sentence and len(tokens.split()) > len(sentence.split())
-    assert detokenize(tokens, lang) == detokenize(tokens.split(), lang)
-    # normalisation maps the typographic quotes to ASCII ones; the rest comes back as it was
-    expected = sentence.replace("„", '"').replace("“", '"').replace("”", '"')
-    assert detokenize(tokens, lang) == expected
 
 
 def _dead_pid():

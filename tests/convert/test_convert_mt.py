@@ -9,10 +9,12 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT
-from test_convert import LANG2ID, SPECIALS, _cli, _error_lines, learn_bpe
+from conftest import ROOT, in_process
+from hf_models import LANG2ID, SPECIALS, learn_bpe
+from test_convert import _error_lines
 
 from xlm_fairseq import XLMModel, convert
+from xlm_fairseq.convert.cli import main
 from xlm_fairseq.modules.transformer import XLMTransformer
 
 DIM, HEADS, ENC_LAYERS, DEC_LAYERS = 32, 4, 2, 3
@@ -117,7 +119,7 @@ def vocab_and_codes(tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind", ["xlm", "mass_english_only"])
-def test_mt_checkpoint_converts_with_the_same_forward_pass(kind, vocab_and_codes, tmp_path):
+def test_mt_checkpoint_converts_with_the_same_forward_pass(kind, vocab_and_codes, tmp_path, capsys):
     vocab, codes = vocab_and_codes
     use_lang_emb = kind == "xlm"
     encoder, decoder = xlm_stacks(len(vocab), use_lang_emb=use_lang_emb)
@@ -125,8 +127,8 @@ def test_mt_checkpoint_converts_with_the_same_forward_pass(kind, vocab_and_codes
     pth = tmp_path / "best-valid_en-de_mt_bleu.pth"
     write_mt_pth(pth, encoder, decoder, vocab, extra, module_prefix=kind == "xlm")
     out = tmp_path / "converted"
-    proc = _cli(str(pth), str(out), "--codes", codes)
-    assert proc.returncode == 0, proc.stderr
+    status, err = in_process(main, [pth, out, "--codes", codes], capsys)
+    assert status == 0, err
     assert sorted(os.listdir(out)) == ["README.md", "bpe.codes", "dict.txt", "model.pt", "text_pipeline.json"]
     assert "translation_lm" in (out / "README.md").read_text()
 
@@ -153,7 +155,7 @@ def test_mt_checkpoint_converts_with_the_same_forward_pass(kind, vocab_and_codes
 
 
 @pytest.mark.parametrize("setting", ["v1", "v2"])
-def test_mass_per_language_encoder_attention_is_refused(setting, vocab_and_codes, tmp_path):
+def test_mass_per_language_encoder_attention_is_refused(setting, vocab_and_codes, tmp_path, capsys):
     vocab, codes = vocab_and_codes
     encoder, decoder = xlm_stacks(len(vocab))
     state = dict(decoder.state_dict())
@@ -171,26 +173,26 @@ def test_mass_per_language_encoder_attention_is_refused(setting, vocab_and_codes
     pth = tmp_path / "mass_ende_1024.pth"
     write_mt_pth(pth, encoder, decoder, vocab, {"attention_setting": setting}, decoder_state=state)
     out = tmp_path / "converted"
-    proc = _cli(str(pth), str(out), "--codes", codes)
-    lines = _error_lines(proc.stderr)
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    status, err = in_process(main, [pth, out, "--codes", codes], capsys)
+    lines = _error_lines(err)
+    assert status == 2 and len(lines) == 1, err
     assert f"attention_setting {setting}" in lines[0] and "cannot express" in lines[0]
     assert not out.exists()
 
 
-def test_converted_mt_model_in_fairseq_tools(vocab_and_codes, tmp_path):
+def test_converted_mt_model_in_fairseq_tools(vocab_and_codes, tmp_path, capsys):
     """The converted directory is a checkpoint fairseq's tools take: fairseq-interactive translates
     raw text with it, and fairseq-train continues it (--restore-file) on data binarised with its
     dict.txt and BPE codes."""
     from conftest import BIN, TRAIN_ARGS, fairseq, run
-    from test_convert import CORPUS
+    from hf_models import CORPUS
 
     vocab, codes = vocab_and_codes
     encoder, decoder = xlm_stacks(len(vocab))
     pth = tmp_path / "checkpoint.pth"
     write_mt_pth(pth, encoder, decoder, vocab, {"use_lang_emb": True})
     out = tmp_path / "converted"
-    assert _cli(str(pth), str(out), "--codes", codes).returncode == 0
+    assert in_process(main, [pth, out, "--codes", codes], capsys)[0] == 0
     proc = run(
         [
             BIN / "fairseq-interactive",

@@ -1,5 +1,5 @@
 """translation_lm through fairseq's CLI and API: init from a pretrained LM, back-translation, UNMT
-over three languages, generation in every direction, resume with schedules (bad input: test_bad_input.py)."""
+over three languages, generation in every direction, resume with schedules (bad input: test_errors.py)."""
 
 import json
 import re
@@ -301,7 +301,7 @@ def test_back_translation_is_greedy_generation_in_the_other_language(unmt, data_
         assert torch.equal(row[row.ne(pad)], originals[sid][originals[sid].ne(pad)])
 
 
-@pytest.mark.slow  # in-process: test_fidelity.py (update_objectives leaves weight 0 out)
+@pytest.mark.slow  # in-process: test_loop.py (update_objectives leaves weight 0 out)
 def test_zero_weight_objective_costs_nothing(pretrained, data_bin, tmp_path):
     proc = fairseq(
         "train",
@@ -329,7 +329,7 @@ def test_zero_weight_objective_costs_nothing(pretrained, data_bin, tmp_path):
     assert "ae_en_loss" in inner[-1] and "bt_en-de-en_loss" not in inner[-1]
 
 
-@pytest.mark.slow  # the fast tier runs fairseq-interactive in test_pipeline.py and test_bad_input.py
+@pytest.mark.slow  # the fast tier runs fairseq-interactive in test_pipeline.py and test_errors.py
 def test_interactive_translates_raw_text(unmt, data_bin):
     """fairseq-interactive as the README runs it, no pipeline flags: raw text -> the data-bin's
     pipeline (Moses, sentencepiece) -> model -> detokenised text; typographic quotes, dashes and

@@ -3,21 +3,16 @@ checkpoints (sentencepiece, as preprocess/ makes them). CPU only, tiny random mo
 
 import io
 import os
-import sys
 
 import pytest
 import torch
+from hf_models import CORPUS, make_hf_dir
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from test_convert import CORPUS, make_hf_dir  # noqa: E402
-
-import xlm_fairseq  # noqa: E402,F401
-from preprocess.subwords import XLMBPESubwords  # noqa: E402
-from xlm_fairseq import convert  # noqa: E402
-from xlm_fairseq.errors import XLMUserError  # noqa: E402
-from xlm_fairseq.inference.hub import XLMHubInterface  # noqa: E402
-from xlm_fairseq.models.xlm import XLMModel  # noqa: E402
+from preprocess.subwords import XLMBPESubwords
+from xlm_fairseq import convert
+from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.inference.hub import XLMHubInterface
+from xlm_fairseq.models.xlm import XLMModel
 
 
 @pytest.fixture(scope="module")

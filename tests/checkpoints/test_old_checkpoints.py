@@ -13,7 +13,7 @@ import pytest
 import xlm_fairseq  # noqa: F401
 from xlm_fairseq import XLMModel
 
-OLD = Path(__file__).resolve().parent / "data" / "made_before_34"
+OLD = Path(__file__).resolve().parent / "made_before_34"
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """cross_lingual_lm through fairseq's own CLI: options, MLM/TLM/CLM training, metrics, resume (its bad input:
-test_bad_input.py)."""
+test_errors.py)."""
 
 import pytest
 import torch

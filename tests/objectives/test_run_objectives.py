@@ -7,7 +7,8 @@ divides the gradient by it: the mean over objectives of ``w_k * m_k``). XLM's lo
 (``--step-per-objective``): one objective per update, its summed loss ``m * n`` and size n.
 
 Each m_k and n_k is computed here from the model's logits with torch's cross-entropy; the loop is
-``run_objectives`` over the task's objective objects, and fairseq's entry ``task.train_step``."""
+``run_objectives`` over the task's objective objects, and fairseq's entry ``task.train_step``. Under
+DDP, the summed loop all-reduces once per update, not once per objective."""
 
 import pytest
 import torch
@@ -217,3 +218,43 @@ def test_span_masking_is_one_more_objective_of_cross_lingual_lm(data_bin):
     assert int(sample_size) == size and float(loss) == pytest.approx(expected.item(), rel=1e-5)
     assert int(logs["span_en:ntokens"]) == len(batch["target"])
     model.zero_grad()
+
+
+def test_summed_loop_all_reduces_once_per_update(data_bin, tmp_path):
+    """PyTorch's DDP all-reduces in every backward pass; the objectives of an update used to cost one
+    all-reduce each (counted with a communication hook, one process over gloo)."""
+    import torch.distributed as dist
+    from fairseq import optim
+    from torch.nn.parallel import DistributedDataParallel
+
+    from xlm_fairseq.objectives.schedule import run_objectives
+
+    args = ["--langs", "en,de", "--mt-steps", "en-de", "--ae-steps", "de,en", "--cpu", "--max-tokens", "1000"]
+    task, cfg = setup_task(data_bin, "translation_lm", *args, "--optimizer", "adam", "--lr", "0.0001")
+    task.load_dataset("train")
+    itr = task.get_batch_iterator(task.dataset("train"), max_tokens=1000, seed=1, max_positions=(512, 512))
+    sample = next(iter(itr.next_epoch_itr(shuffle=True)))
+    keys = ["mt_en-de", "ae_de", "ae_en"]
+    assert all(sample.get(k) for k in keys)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        model = DistributedDataParallel(task.build_model(cfg.model), find_unused_parameters=True)
+        criterion = task.build_criterion(cfg.criterion)
+        optimizer = optim.build_optimizer(cfg.optimizer, list(model.parameters()))
+        calls = []
+
+        def count(state, bucket):  # stands for the all-reduce: one process has nothing to add
+            calls.append(bucket.index())
+            done = torch.futures.Future()
+            done.set_result(bucket.buffer())
+            return done
+
+        model.register_comm_hook(None, count)
+        objectives = [task.objective(key) for key in keys]
+        run_objectives(sample, model, criterion, objectives[:1], optimizer=optimizer)
+        one = len(calls)
+        calls.clear()
+        run_objectives(sample, model, criterion, objectives, optimizer=optimizer)
+        assert one > 0 and len(calls) == one
+    finally:
+        dist.destroy_process_group()

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 from conftest import ROOT
-from test_convert import make_hf_dir
+from hf_models import make_hf_dir
 
 from xlm_fairseq import checkpoints, convert
 
