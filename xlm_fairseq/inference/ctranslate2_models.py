@@ -217,7 +217,7 @@ def write_ctranslate2(
 # --------------------------------------------------------------------------------------------
 
 
-BATCH_HYPOTHESES = 40  # per CTranslate2 batch: at 128 x 3 on 2 cores, 8 sentences at beam 5 beat 16 by ~8 %
+BATCH_HYPOTHESES = 40  # per CTranslate2 batch: 8 sentences at beam 5 (faster than 16; bench/README.md)
 # and 40 at beam 1 match 16 (bench/serving.py's model, int8)
 
 

@@ -189,8 +189,8 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor:
         bs, qlen, dim = x.size()
         # a decoding step in bf16 on CPU attends in fp32, its caches kept in fp32: oneDNN's bf16 matmuls of a
-        # query or a beam's few per row cost more than fp32's (70 x 4 heads x 30 keys: 243 against 105 us);
-        # and it projects q, k, v as one (in fp32 on CPU three are as fast: left so)
+        # query or a beam's few per row cost more than fp32's (measured in bench/README.md); and it projects
+        # q, k, v as one (in fp32 on CPU three are as fast: left so)
         upcast = cache is not None and x.dtype == torch.bfloat16 and x.device.type == "cpu"
         if kv is None and upcast:
             q, k, v = (self._heads(y) for y in F.linear(x, *cache.fused_qkv(layer, self)).float().split(dim, -1))
