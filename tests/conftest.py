@@ -48,6 +48,28 @@ def run(cmd, ok=True, **kw):
     return proc
 
 
+# fields of a train_inner record that depend on the machine, not on the run
+TIMING = {"wps", "ups", "wall", "train_wall", "gb_free"}
+
+
+def train_records(text):
+    """{update: train_inner record without timings}. An objective not trained in the update still
+    has its (empty) meters when an earlier update of the same process trained it (``null`` loss,
+    derived ``_ppl``): those say nothing about the run and are left out."""
+    records = {}
+    for r in json_logs(text, "train_inner"):
+        empty = {k[: -len("_loss")] for k, v in r.items() if k.endswith("_loss") and v is None}
+        records[int(r["num_updates"])] = {
+            k: v for k, v in r.items() if k not in TIMING and v is not None and k.rsplit("_", 1)[0] not in empty
+        }
+    return records
+
+
+def unbuffered_env():
+    """The environment of a training process a test reads line by line as it runs."""
+    return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+
+
 def in_process(main, args, capsys):
     """A command's ``main(argv)`` run in this process (no interpreter to start, no torch to import):
     its exit status and what it wrote to stderr."""

@@ -4,35 +4,26 @@ fairseq copies a checkpoint over checkpoint_last.pt leaves one that loads; an AE
 times at random moments (back-translation, validation, checkpoint writing and copying, an update's
 start) ends with the uninterrupted run's log and model."""
 
-import os
 import signal
 import subprocess
 import sys
 
 import pytest
 import torch
-from conftest import BIN, PRETRAIN_ARGS, ROOT, UNMT_ARGS, UNMT_STEPS, json_logs, run
+from conftest import (
+    BIN,
+    PRETRAIN_ARGS,
+    ROOT,
+    TIMING,
+    UNMT_ARGS,
+    UNMT_STEPS,
+    json_logs,
+    run,
+    train_records,
+    unbuffered_env,
+)
 
 pytestmark = pytest.mark.slow
-# fields of a train_inner record that depend on the machine, not on the run
-TIMING = {"wps", "ups", "wall", "train_wall", "gb_free"}
-
-
-def _env():
-    return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-
-
-def _train_records(text):
-    """{update: train_inner record without timings}. An objective not trained in the update still
-    has its (empty) meters when an earlier update of the same process trained it (``null`` loss,
-    derived ``_ppl``): those say nothing about the run and are left out."""
-    records = {}
-    for r in json_logs(text, "train_inner"):
-        empty = {k[: -len("_loss")] for k, v in r.items() if k.endswith("_loss") and v is None}
-        records[int(r["num_updates"])] = {
-            k: v for k, v in r.items() if k not in TIMING and v is not None and k.rsplit("_", 1)[0] not in empty
-        }
-    return records
 
 
 def _lm_command(data_bin, save):
@@ -61,7 +52,12 @@ def _lm_command(data_bin, save):
 def _kill_after_first_checkpoint(cmd):
     """Start ``cmd``, SIGKILL it as soon as it logs its first saved checkpoint; its log so far."""
     proc = subprocess.Popen(
-        [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=ROOT
+        [str(c) for c in cmd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=unbuffered_env(),
+        cwd=ROOT,
     )
     log = []
     for line in proc.stdout:
@@ -83,15 +79,15 @@ def test_kill_and_resume_continues_the_same_curve(data_bin, tmp_path):
     def command(save):
         return _lm_command(data_bin, save)
 
-    reference = _train_records(run(command(tmp_path / "uninterrupted"), env_extra={"PYTHONUNBUFFERED": "1"}).stdout)
+    reference = train_records(run(command(tmp_path / "uninterrupted"), env_extra={"PYTHONUNBUFFERED": "1"}).stdout)
     killed_log = _kill_after_first_checkpoint(command(tmp_path / "killed"))
     saved = torch.load(tmp_path / "killed" / "checkpoint_last.pt")
     checkpoint_update = saved["optimizer_history"][-1]["num_updates"]
     progress = saved["extra_state"]["train_iterator"]
     assert progress["epoch"] == 1 and progress["iterations_in_epoch"] == checkpoint_update  # mid-epoch
-    assert max(_train_records(killed_log)) >= checkpoint_update
+    assert max(train_records(killed_log)) >= checkpoint_update
 
-    resumed = _train_records(run(command(tmp_path / "killed"), env_extra={"PYTHONUNBUFFERED": "1"}).stdout)
+    resumed = train_records(run(command(tmp_path / "killed"), env_extra={"PYTHONUNBUFFERED": "1"}).stdout)
     assert min(resumed) == checkpoint_update + 1 and max(resumed) == max(reference), sorted(resumed)
     for update, record in resumed.items():
         expected = reference[update]
@@ -147,7 +143,7 @@ def test_kill_while_checkpoint_last_is_written_leaves_one_that_loads(data_bin, t
     state = torch.load(save / "checkpoint_last.pt")
     assert state["optimizer_history"][-1]["num_updates"] == 4
 
-    resumed = _train_records(run([BIN / "fairseq-train", *args]).stdout)
+    resumed = train_records(run([BIN / "fairseq-train", *args]).stdout)
     assert min(resumed) == 5 and max(resumed) == 12, sorted(resumed)
     assert torch.load(save / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == 12
 
@@ -262,7 +258,7 @@ def test_sigkill_at_random_moments_of_unmt_training_loses_nothing(data_bin, pret
     def records(text):
         valid = {int(r["valid_num_updates"]): r for r in json_logs(text, "valid")}
         timing = {f"valid_{k}" for k in TIMING}
-        return _train_records(text), {u: {k: v for k, v in r.items() if k not in timing} for u, r in valid.items()}
+        return train_records(text), {u: {k: v for k, v in r.items() if k not in timing} for u, r in valid.items()}
 
     reference = records(run(command(tmp_path / "uninterrupted"), env_extra={"PYTHONUNBUFFERED": "1"}).stdout)
     got_train, got_valid, kills = {}, {}, []

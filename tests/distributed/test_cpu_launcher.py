@@ -10,28 +10,9 @@ import sys
 
 import pytest
 import torch
-from conftest import BIN, PRETRAIN_ARGS, ROOT, UNMT_ARGS, UNMT_STEPS, json_logs, run
+from conftest import BIN, PRETRAIN_ARGS, ROOT, UNMT_ARGS, UNMT_STEPS, json_logs, run, train_records, unbuffered_env
 
 pytestmark = pytest.mark.slow
-# fields of a train_inner record that depend on the machine, not on the run
-TIMING = {"wps", "ups", "wall", "train_wall", "gb_free"}
-
-
-def _env():
-    return dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
-
-
-def _train_records(text):
-    """{update: train_inner record without timings}. An objective not trained in the update still
-    has its (empty) meters when an earlier update of the same process trained it (``null`` loss,
-    derived ``_ppl``): those say nothing about the run and are left out."""
-    records = {}
-    for r in json_logs(text, "train_inner"):
-        empty = {k[: -len("_loss")] for k, v in r.items() if k.endswith("_loss") and v is None}
-        records[int(r["num_updates"])] = {
-            k: v for k, v in r.items() if k not in TIMING and v is not None and k.rsplit("_", 1)[0] not in empty
-        }
-    return records
 
 
 def _same_numbers(got, expected, where):
@@ -63,7 +44,7 @@ def test_two_cpu_processes_train_and_validate_like_one(task, data_bin, pretraine
     launcher = [sys.executable, "-m", "xlm_fairseq.distributed.cpu_launcher", "--nproc", "2", BIN / "fairseq-train"]
     two = run([*launcher, *args, "--save-dir", tmp_path / "two"]).stdout
     assert "distributed_world_size': 2" in two
-    train_one, train_two = _train_records(one), _train_records(two)
+    train_one, train_two = train_records(one), train_records(two)
     assert sorted(train_two) == list(range(1, 9))
     for update in train_one:
         _same_numbers(train_two[update], train_one[update], f"update {update}")
@@ -164,7 +145,12 @@ def test_a_rank_that_dies_stops_the_others(data_bin, tmp_path):
         "1",
     ]
     launcher = subprocess.Popen(
-        [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env(), cwd=ROOT
+        [str(c) for c in cmd],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=unbuffered_env(),
+        cwd=ROOT,
     )
     try:
         for line in launcher.stdout:
