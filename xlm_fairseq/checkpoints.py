@@ -114,11 +114,17 @@ def hand_langs_to_model(state: dict, name: str = "the checkpoint") -> dict:
     filled from the config of a checkpoint written before it was) also handed to the model with its
     weights, as the state dict's ``_extra_state``. fairseq-train's resume gives the model its state dict
     and never gives the task its ``task_state``; this way the model checks the order it was built in
-    against the checkpoint's on every data-parallel rank (the state is read, then broadcast)."""
+    against the checkpoint's on every data-parallel rank (the state is read, then broadcast).
+
+    Only this plugin's checkpoints, known by the text pipeline their ``task_state`` carries: fairseq's
+    own tasks have ``langs`` options too (mBART's), and their models are left as fairseq reads them."""
+    task_state = state.get("task_state") or {}
+    if "text_pipeline" not in task_state and "langs" not in task_state:
+        return state
     cfg = state.get("cfg") or {}
-    langs = carried_langs(state.get("task_state"), cfg.get("task") or cfg.get("model"), name)
+    langs = carried_langs(task_state, cfg.get("task") or cfg.get("model"), name)
     if langs:
-        state["task_state"] = dict(state.get("task_state") or {}, langs=langs)
+        state["task_state"] = dict(task_state, langs=langs)
         if isinstance(state.get("model"), dict):
             state["model"]["_extra_state"] = langs
     return state

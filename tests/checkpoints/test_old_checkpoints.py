@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 import xlm_fairseq  # noqa: F401
 from xlm_fairseq import XLMModel
@@ -54,8 +55,6 @@ def test_the_language_list_is_stored_once_and_read_from_old_checkpoints_config(o
 def test_a_list_carried_in_the_state_dict_as_characters_is_still_checked(old_model):
     """Checkpoints written before the list moved to task_state carry it in the model's state dict,
     its characters as a tensor: loading one in another order is the one-line error."""
-    import torch
-
     from xlm_fairseq.errors import XLMUserError
 
     model = old_model.models[0]
@@ -65,3 +64,22 @@ def test_a_list_carried_in_the_state_dict_as_characters_is_still_checked(old_mod
     state["_extra_state"] = torch.tensor([ord(c) for c in "en,de,ro"])
     with pytest.raises(XLMUserError, match="trained with --langs en,de,ro, not de,en,ro"):
         model.load_state_dict(state)
+
+
+def test_checkpoints_of_fairseqs_own_tasks_are_read_as_fairseq_reads_them():
+    """mBART's task has a --langs too: a checkpoint without this plugin's task_state keeps its model's
+    state dict and task_state as they were, whatever its config names."""
+    from xlm_fairseq.checkpoints import hand_langs_to_model
+
+    weights = {"encoder.embed_tokens.weight": torch.zeros(2, 2)}
+    for task_state in ({}, {"other": 1}):
+        state = {
+            "cfg": {"task": {"_name": "multilingual_denoising", "langs": "ar_AR,cs_CZ"}},
+            "model": dict(weights),
+            "task_state": dict(task_state),
+        }
+        assert hand_langs_to_model(state) == {
+            "cfg": {"task": {"_name": "multilingual_denoising", "langs": "ar_AR,cs_CZ"}},
+            "model": weights,
+            "task_state": task_state,
+        }
