@@ -52,6 +52,8 @@ setup(
             "xlm-fairseq-retrieve=xlm_fairseq.evaluation.retrieval:main",
             "xlm-fairseq-distributed-cpu=xlm_fairseq.distributed.cpu_launcher:main",
             "xlm-fairseq-lexicon=xlm_fairseq.evaluation.lexicon:main",
+            "xlm-fairseq-prepare=preprocess.prepare:main",
+            "xlm-fairseq-xnli=preprocess.xnli:main",
         ]
     },
 )

@@ -5,7 +5,7 @@ German) repeated, each copy shuffled with its own seed, to ``--lines`` lines, ha
 for cost, not for training. Both sides start from the same vocabulary (a sentencepiece model and
 ``dict.txt`` that ``prepare`` learns once from the unrepeated text) and do the same work:
 
-    ours:  python -m preprocess.prepare DEST --mono train:en=... --mono train:de=... --spm-model --dict --workers W
+    ours:  xlm-fairseq-prepare DEST --mono train:en=... --mono train:de=... --spm-model --dict --workers W
     peer:  sacremoses -j W normalize -p -c tokenize   (Moses normalisation + tokenisation, as ours)
            | sentencepiece encode (num_threads=W; spm_encode's work: no CLI ships with the pip package)
            | fairseq-preprocess --only-source --srcdict --workers W
@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.children import tool  # noqa: E402
 from bench.report import finish, versions  # noqa: E402
 
 SOURCE = ROOT / "recipes" / "data" / "en-de-docs"
@@ -132,9 +133,7 @@ flush(batch)
 
 def run_ours(corpus, vocab: Path, dest: Path, workers: int, log: Path):
     cmd = [
-        sys.executable,
-        "-m",
-        "preprocess.prepare",
+        tool("xlm-fairseq-prepare"),
         dest,
         "--langs",
         ",".join(LANGS),
@@ -219,9 +218,7 @@ def main(argv=None):
             (work / f"shipped.{lang}").write_text("\n".join(shipped_lines(lang)) + "\n", encoding="utf-8")
         measured(
             [
-                sys.executable,
-                "-m",
-                "preprocess.prepare",
+                tool("xlm-fairseq-prepare"),
                 vocab,
                 "--langs",
                 ",".join(LANGS),

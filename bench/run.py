@@ -85,7 +85,7 @@ def prepare_data(work: Path, vocab: int) -> dict:
         out = Path(f"{head}.{lang}")
         if not out.exists() or out.read_text(encoding="utf-8") != "".join(lines):  # preprocess checks mtimes
             out.write_text("".join(lines), encoding="utf-8")
-    cmd = [sys.executable, "-m", "preprocess.prepare", str(data), "--langs", "de,en", "--vocab-size", str(vocab),
+    cmd = [tool("xlm-fairseq-prepare"), str(data), "--langs", "de,en", "--vocab-size", str(vocab),
            "--mono", f"train:en={SAMPLE / 'mono.en'}", "--mono", f"train:de={SAMPLE / 'mono.de'}",
            "--para", f"train:en-de={SAMPLE / 'train.en-de'}", "--para", f"test:en-de={SAMPLE / 'test.en-de'}",
            "--para", f"valid:en-de={head}", "--quiet"]

@@ -81,9 +81,7 @@ def measure_size(size_name, size, args):
     for engine, quantization in (("ctranslate2_float32", []), ("ctranslate2_int8", ["--quantization", "int8"])):
         models[engine] = work / "export" / engine
         export = [
-            sys.executable,
-            "-m",
-            "xlm_fairseq.inference.export",
+            tool("xlm-fairseq-export"),
             str(ckpt / "checkpoint_last.pt"),
             str(models[engine]),
             "--force",

@@ -1,4 +1,4 @@
-"""Raw text -> fairseq data-bin for xlm-fairseq (``python -m preprocess.prepare``, see README.md).
+"""Raw text -> fairseq data-bin for xlm-fairseq (``xlm-fairseq-prepare``, see README.md).
 
 Floors, each importing only those below it: ``errors``, ``layout``, ``langs``, ``files`` and the text
 pipeline (``text``, ``subwords``, ``pipeline``: pure Python, no torch or fairseq), then the data-bin builder

@@ -1,8 +1,8 @@
 """Classification data: one TSV file per split and language, ``{split}.{lang}.tsv``, with a header
 line naming the columns ``id``, ``label`` and ``text`` (and ``text_b`` for sentence pairs, as in
 XNLI); any order, other columns ignored. Raw text, one row a line, no quoting (a tab never occurs
-inside a field). Read by ``--task xlm_classification`` and ``xlm_fairseq.inference.classify``; XNLI-1.0 and
-MultiNLI are converted into it by ``python -m preprocess.xnli``.
+inside a field). Read by ``--task xlm_classification`` and ``xlm-fairseq-classify``; XNLI-1.0 and
+MultiNLI are converted into it by ``xlm-fairseq-xnli``.
 
 Every problem is one :class:`UserError` naming the file (and line): missing file, invalid UTF-8,
 no header, a missing column, a row whose field count differs from the header's, an empty text,

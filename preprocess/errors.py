@@ -15,10 +15,27 @@ def _prefix(name: Optional[str]) -> str:
     return f"{name}: error: " if name else "error: "
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose usage errors are one line too: ``NAME: error: ... (see --help)``, exit 2."""
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's, except that a paragraph with indented lines (command lines) keeps its lines."""
 
-    def __init__(self, *args, name: Optional[str] = None, **kwargs):
+    def _fill_text(self, text, width, indent):
+        return "\n\n".join(
+            "\n".join(indent + line for line in block.splitlines())
+            if any(line.startswith("  ") for line in block.splitlines())
+            else super(HelpFormatter, self)._fill_text(block, width, indent)
+            for block in text.split("\n\n")
+        )
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line too: ``NAME: error: ... (see --help)``, exit 2.
+    ``examples``: command lines that --help shows after the options."""
+
+    def __init__(self, *args, name: Optional[str] = None, examples: Sequence[str] = (), **kwargs):
+        if examples:
+            shown = "examples:\n" + "\n".join(f"  {line}" for line in examples)
+            kwargs["epilog"] = "\n\n".join(filter(None, (kwargs.get("epilog"), shown)))
+        kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
         self.name = name
 

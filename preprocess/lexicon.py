@@ -342,7 +342,12 @@ def report(record: dict) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    p = ArgumentParser(name="lexicon induce", prog="xlm-fairseq-lexicon induce", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(
+        name="lexicon induce",
+        prog="xlm-fairseq-lexicon induce",
+        description=__doc__.split("\n\n")[0],
+        examples=["xlm-fairseq-lexicon induce --mono de=text.de --mono en=text.en --out lexicon/ --dict de-en.txt"],
+    )
     add_arguments(p)
 
     def run(argv):

@@ -1,8 +1,8 @@
 """Raw text -> fairseq data-bin for XLM pretraining and fine-tuning.
 
-Run from the repository root::
+::
 
-    python -m preprocess.prepare DEST --langs en,de \\
+    xlm-fairseq-prepare DEST --langs en,de \\
         --mono train:en=raw/mono.en --mono train:de=raw/mono.de \\
         --para train:en-de=raw/train.en-de --para valid:en-de=raw/valid --para test:en-de=raw/test
 
@@ -21,7 +21,7 @@ datasets, each sentence stored as ``pieces... </s>``). ``--spm-model`` + ``--dic
 existing vocabulary instead.
 
 ``--bpe-codes CODES --dict DICT`` replaces sentencepiece by XLM's subwords, for data that a released
-XLM model (converted with ``python -m xlm_fairseq.convert``) is to read: after the same Moses
+XLM model (converted with ``xlm-fairseq-convert``) is to read: after the same Moses
 normalisation and tokenisation (and, with ``--lowercase-and-remove-accent``, XLM's lowercasing and
 accent stripping), every word is split with the fastBPE codes (``a b [count]`` per line, the
 applier of ``preprocess.subwords.XLMBPESubwords``) into pieces spelt as XLM spells them (``th@@ e``),
@@ -101,13 +101,17 @@ def _default_workers() -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         name="prepare",
-        prog="python -m preprocess.prepare",
+        prog="xlm-fairseq-prepare",
         description="Normalise, tokenise, learn a joint sentencepiece BPE vocabulary (or apply given "
         "XLM/fastBPE codes, --bpe-codes) and binarise monolingual and parallel text into a fairseq "
         "data-bin for xlm-fairseq.",
         epilog="Output: DEST/dict.txt (with <special0>..<special9> first), DEST/spm.model, "
         "DEST/spm.vocab, DEST/{split}.{lang}.{bin,idx}, DEST/{split}.{src}-{tgt}.{lang}.{bin,idx} "
         "(src < tgt), DEST/summary.{json,txt}, DEST/manifest.json. See preprocess/README.md.",
+        examples=[
+            "xlm-fairseq-prepare data-bin --langs en,de --mono train:en=raw/mono.en --mono train:de=raw/mono.de "
+            "--para train:en-de=raw/train.en-de --para valid:en-de=raw/valid",
+        ],
     )
     p.add_argument("dest", metavar="DEST", help="output directory (the data-bin)")
     p.add_argument(

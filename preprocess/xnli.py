@@ -1,7 +1,7 @@
 """XNLI-1.0 and MultiNLI (or XNLI-MT's English training file) -> the classification layout of
 ``preprocess/classification.py``, what ``--task xlm_classification`` reads::
 
-    python -m preprocess.xnli OUT --xnli XNLI-1.0 --mnli multinli_1.0 [--langs en,de,fr] [--force]
+    xlm-fairseq-xnli OUT --xnli XNLI-1.0 --mnli multinli_1.0 [--langs en,de,fr] [--force]
 
 writes ``OUT/train.en.tsv`` (MultiNLI's training pairs, ``multinli_1.0_train.txt``; or, as XLM's
 ``get-data-xnli.sh`` takes it, ``--mnli-train XNLI-MT-1.0/multinli/multinli.train.en.tsv``) and
@@ -101,8 +101,13 @@ def convert(out_dir: str, xnli_dir: str, mnli: Optional[str], langs: Optional[Li
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(name="xnli", prog="python -m preprocess.xnli", description=__doc__.split("\n\n")[0])
-    p.add_argument("out_dir", metavar="OUT")
+    p = ArgumentParser(
+        name="xnli",
+        prog="xlm-fairseq-xnli",
+        description=__doc__.split("\n\n")[0].rstrip(":"),
+        examples=["xlm-fairseq-xnli data/xnli --xnli XNLI-1.0 --mnli multinli_1.0 --langs en,de,fr"],
+    )
+    p.add_argument("out_dir", metavar="OUT", help="the directory to write (the classification layout)")
     p.add_argument("--xnli", required=True, help="the XNLI-1.0 directory (xnli.dev.tsv, xnli.test.tsv)")
     p.add_argument("--mnli", help=f"the multinli_1.0 directory or its {MNLI_TRAIN}")
     p.add_argument("--mnli-train", help="or XNLI-MT-1.0/multinli/multinli.train.en.tsv (XLM's choice)")

@@ -24,7 +24,7 @@ Each model is scored on the test set in both directions: BLEU (sacreBLEU on deto
 the raw reference, beam 5) beside the BLEU of copying the source sentence, and the reference
 log-probability per token (``fairseq-generate --score-reference``, log2), which moves long before
 BLEU does. Each LM gets XLM's validation perplexity beside the unigram model of the training text,
-and the alignment probe (``xlm_fairseq.evaluation.lexicon``) beside the same architecture at random init.
+and the alignment probe (``xlm-fairseq-lexicon``) beside the same architecture at random init.
 Results: WORK/results.{md,json}; finished runs are skipped on a re-run (``--fresh`` redoes all).
 """
 
@@ -132,7 +132,7 @@ class Ablation(Driver):
         self.run([sys.executable, ROOT / "recipes/data/make_sample.py", self.args.shared_data, "--out", d.parent,
                   "--pairs", "en-de", "--xcls-train", "0", "--mono", p["mono"], "--train", p["train"],
                   "--valid", p["valid"], "--test", p["test"]], self.work / "make_sample.log")  # fmt: skip
-        self.run([sys.executable, "-m", "preprocess.prepare", self.data, "--langs", ",".join(LANGS),
+        self.run([BIN / "xlm-fairseq-prepare", self.data, "--langs", ",".join(LANGS),
                   "--vocab-size", p["vocab"], "--quiet",
                   "--mono", f"train:en={d}/mono.en", "--mono", f"train:de={d}/mono.de",
                   "--para", f"train:en-de={d}/train.en-de", "--para", f"valid:en-de={d}/valid.en-de",
@@ -148,7 +148,7 @@ class Ablation(Driver):
         if not out.exists():
             self.log(f"test set: {prefix}.{{de,en}} with the data-bin's vocabulary")
             with staged_dir(str(out)) as staging:
-                self.run([sys.executable, "-m", "preprocess.prepare", staging, "--force", "--langs", ",".join(LANGS),
+                self.run([BIN / "xlm-fairseq-prepare", staging, "--force", "--langs", ",".join(LANGS),
                           "--quiet", "--spm-model", self.data / "spm.model", "--dict", self.data / "dict.txt",
                           "--mono", f"train:de={prefix}.de", "--mono", f"train:en={prefix}.en",
                           "--para", f"test:de-en={prefix}"], self.work / "prepare-test.log")  # fmt: skip
@@ -280,7 +280,7 @@ class Ablation(Driver):
         if pre:
             lines += ["", "The LMs: XLM's validation perplexity (every predicted position shown as the mask) on the "
                       "valid sentences beside the unigram model of the training text; the alignment probe "
-                      "(word translation de→en, `xlm_fairseq.evaluation.lexicon`, precision@1 NN / CSLS; all words, "
+                      "(word translation de→en, `xlm-fairseq-lexicon`, precision@1 NN / CSLS; all words, "
                       "and contextual among the 1,000 most frequent of each language) beside the same architecture at "
                       "random initialisation.", "",
                       "| LM | updates | perplexity en / de | unigram en / de | probe P@1 embeddings | "

@@ -64,7 +64,7 @@ prepare() {  # DEST LANGS SPM_DIR
     case $lang in ro) text=$R/valid.ro ;; *) text=$Q/valid.$lang ;; esac
     args+=(--mono "train:$lang=$text" --mono "valid:$lang=$text")
   done
-  [ -f "$1/valid.${2##*,}.bin" ] || python -m preprocess.prepare "$1" --langs "$2" --spm-model "$3/spm.model" \
+  [ -f "$1/valid.${2##*,}.bin" ] || xlm-fairseq-prepare "$1" --langs "$2" --spm-model "$3/spm.model" \
     --dict "$3/dict.txt" --quiet --force "${args[@]}"
 }
 prepare "$OUT/eval/bin-old" de,en "$QS/data-bin"

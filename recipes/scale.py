@@ -16,7 +16,7 @@ model size along a ladder. Each is
 bounded by wall-clock minutes (``--stop-time-hours``, cumulative over resumes): at every budget of
 the run its checkpoint is kept and scored — XLM's validation perplexity (every predicted position
 shown as the mask) per language beside the unigram model of the training text, and the alignment
-probe (``xlm_fairseq.evaluation.lexicon``: word translation P@1 on ``../shared/data/bli/de-en.dev.txt``) —
+probe (``xlm-fairseq-lexicon``: word translation P@1 on ``../shared/data/bli/de-en.dev.txt``) —
 then training resumes to the next budget. Inverse-sqrt decay does not depend on the budget, so one
 run gives every budget's point. A pretraining budget is counted in updates: each run's speed is
 measured alone first (75 s of its own command), and m minutes are m x 60 x that many updates per
@@ -153,7 +153,7 @@ class Sweep(Driver):
                       "--pairs", "en-de", "--xcls-train", "0", *[x for k, v in sizes.items() for x in (f"--{k}", v)]],
                      self.work / "make_sample.log")  # fmt: skip
         d = self.raw
-        self.run([sys.executable, "-m", "preprocess.prepare", out, "--langs", ",".join(LANGS), "--vocab-size", vocab,
+        self.run([BIN / "xlm-fairseq-prepare", out, "--langs", ",".join(LANGS), "--vocab-size", vocab,
                   "--quiet", "--mono", f"train:en={d}/mono.en", "--mono", f"train:de={d}/mono.de",
                   "--para", f"train:en-de={d}/train.en-de", "--para", f"valid:en-de={d}/valid.en-de",
                   "--para", f"test:en-de={d}/test.en-de"], self.work / f"prepare-{vocab}.log")  # fmt: skip

@@ -160,7 +160,7 @@ class Recipe(Driver, ClassifierScoring):
         held_out = xcls_corpus.classification_sentences(sorted(self.xcls_source.glob("*.tsv")))
         counts = xcls_corpus.build(self.p["corpus"], self.source, raw, held_out, self.p.get("corpus_lines", 0))
         self.log(f"pretraining text ({self.p['corpus']}): {counts}")
-        self.run([sys.executable, "-m", "preprocess.prepare", self.data, "--langs", "de,en", "--vocab-size",
+        self.run([BIN / "xlm-fairseq-prepare", self.data, "--langs", "de,en", "--vocab-size",
                   self.p["vocab"], "--quiet", "--workers", "2",
                   "--mono", f"train:en={raw}/mono.en", "--mono", f"train:de={raw}/mono.de",
                   "--para", f"train:de-en={raw}/train.de-en", "--para", f"valid:de-en={raw}/valid.de-en",

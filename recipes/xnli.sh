@@ -32,9 +32,9 @@ in all 15 XNLI languages. Stages:
 
   1 download   XNLI-1.0.zip (dev and test sets) and multinli_1.0.zip (English training set),
                checked against recipes/checksums.sha256, unpacked with python -m zipfile
-  2 data       python -m preprocess.xnli: {train.en,valid.LANG,test.LANG}.tsv (raw text; the
+  2 data       xlm-fairseq-xnli: {train.en,valid.LANG,test.LANG}.tsv (raw text; the
                model's own pipeline tokenises, lowercases and strips accents)
-  3 model      python -m xlm_fairseq.convert MODEL (default $DEFAULT_MODEL,
+  3 model      xlm-fairseq-convert MODEL (default $DEFAULT_MODEL,
                XLM's released MLM+TLM model, through huggingface_hub); an existing directory or
                checkpoint is used as it is
   4 finetune   fairseq-train --task xlm_classification, XLM's hyper-parameters: Adam lr 2.5e-5,
@@ -42,7 +42,7 @@ in all 15 XNLI languages. Stages:
                counts their two </s>), dropout 0.1 in the encoder and 0 before the classifier
                (XLM's --dropout), all layers fine-tuned, validation every 20,000 pairs (XLM's
                epoch), the checkpoint of best mean accuracy
-  5 test       python -m xlm_fairseq.inference.classify on test.LANG.tsv: accuracy per language
+  5 test       xlm-fairseq-classify on test.LANG.tsv: accuracy per language
                and average
 
 Options:
@@ -155,12 +155,12 @@ stage_download() {
 stage_data() {
   local -a langs=()
   [[ $LANGS == "$XNLI_LANGS" ]] || langs=(--langs "$LANGS")
-  run "$PYTHON" -m preprocess.xnli "$DATA" --xnli "$RAW/XNLI-1.0" --mnli "$RAW/multinli_1.0" "${langs[@]}" --force
+  run xlm-fairseq-xnli "$DATA" --xnli "$RAW/XNLI-1.0" --mnli "$RAW/multinli_1.0" "${langs[@]}" --force
 }
 
 stage_model() {
   if [[ $PRETRAINED == "$WORK/model" ]]; then
-    run "$PYTHON" -m xlm_fairseq.convert "$MODEL" "$PRETRAINED" --force
+    run xlm-fairseq-convert "$MODEL" "$PRETRAINED" --force
   else
     note "model: $PRETRAINED as it is"
   fi
@@ -187,7 +187,7 @@ stage_test() {
   local -a files=()
   local lang
   for lang in ${LANGS//,/ }; do files+=("$DATA/test.$lang.tsv"); done
-  run "$PYTHON" -m xlm_fairseq.inference.classify "$SAVE" "${files[@]}" --checkpoint-file checkpoint_best.pt \
+  run xlm-fairseq-classify "$SAVE" "${files[@]}" --checkpoint-file checkpoint_best.pt \
     --out-dir "$WORK/predictions" --json "$WORK/test_accuracy.json"
   run "$PYTHON" -c "$SUMMARY" "$WORK/test_accuracy.json"
 }

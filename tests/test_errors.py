@@ -329,13 +329,13 @@ CASES = {
         ],
         lambda c: ["train", c.data, *TRAIN_LM, "--mlm-steps", "en", "--save-dir", c.tmp / "new"],
         "{data}/dict.txt: a fairseq-preprocess data-bin (dict.de.txt, dict.en.txt: a dictionary per language); "
-        "XLM shares one dictionary: make the data-bin from text with `python -m preprocess.prepare`",
+        "XLM shares one dictionary: make the data-bin from text with `xlm-fairseq-prepare`",
     ),
     "XLM's own .pth data": (
         lambda c: [(c.data / "dict.txt").unlink(), (c.data / "train.en.pth").write_bytes(b"")],
         lambda c: ["train", c.data, *TRAIN_LM, "--mlm-steps", "en", "--save-dir", c.tmp / "new"],
         "{data}/dict.txt: XLM's own binarised data (.pth files); XLM shares one dictionary: make the data-bin from "
-        "text with `python -m preprocess.prepare`",
+        "text with `xlm-fairseq-prepare`",
     ),
     "a data-bin of a newer format": (
         lambda c: (c.data / "manifest.json").write_text(

@@ -2,7 +2,7 @@
 
 * a pretrained LM: XLM's validation perplexity (every predicted position shown as the mask, its
   evaluator's positions; ``fairseq-validate``) per language, beside the unigram model of the
-  training text on the same tokens, and the alignment probe (``xlm_fairseq.evaluation.lexicon``);
+  training text on the same tokens, and the alignment probe (``xlm-fairseq-lexicon``);
 * a translation model: BLEU (sacreBLEU on fairseq-generate's detokenised ``D-`` lines against the
   raw reference) and the reference log-probability per token (``--score-reference``, log2), which
   moves long before BLEU does;
@@ -256,11 +256,9 @@ class Measure:
         return self._unigram[lang]
 
     def probe(self, checkpoint, bli_dict, out_json, log, random_init=False) -> dict:
-        """xlm_fairseq.evaluation.lexicon on ``checkpoint`` (or its architecture at random init)."""
+        """xlm-fairseq-lexicon on ``checkpoint`` (or its architecture at random init)."""
         cmd = [
-            sys.executable,
-            "-m",
-            "xlm_fairseq.evaluation.lexicon",
+            BIN / "xlm-fairseq-lexicon",
             checkpoint,
             "--dict",
             bli_dict,

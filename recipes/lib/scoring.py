@@ -9,7 +9,6 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -38,9 +37,7 @@ def test_sets(run) -> List[Tuple[str, Path, str, Pairs, Path]]:
             shutil.rmtree(partial, ignore_errors=True)
             a, b = pairs.src, pairs.tgt
             cmd = [
-                sys.executable,
-                "-m",
-                "preprocess.prepare",
+                run.tool("xlm-fairseq-prepare"),
                 partial,
                 "--langs",
                 f"{a},{b}",
@@ -143,9 +140,7 @@ def probe(run) -> List[dict]:
     for a, b, path in run.inputs.dicts:
         out = run.work / "out" / f"lexicon.{a}-{b}.json"
         base = [
-            sys.executable,
-            "-m",
-            "xlm_fairseq.evaluation.lexicon",
+            run.tool("xlm-fairseq-lexicon"),
             run.lm,
             "--dict",
             path,

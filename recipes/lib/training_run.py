@@ -98,9 +98,7 @@ class TrainingRun:
             print(f"   {line}", flush=True)
         self.raw.mkdir(parents=True, exist_ok=True)
         args = [
-            sys.executable,
-            "-m",
-            "preprocess.prepare",
+            self.tool("xlm-fairseq-prepare"),
             self.data,
             "--langs",
             ",".join(self.plan.langs),
@@ -263,9 +261,7 @@ class TrainingRun:
         directions = ",".join(f"{a}-{b}" for a, b in p.directions)
         self.command(
             [
-                sys.executable,
-                "-m",
-                "xlm_fairseq.inference.export",
+                self.tool("xlm-fairseq-export"),
                 self.ckpt,
                 self.work / "model",
                 "--data",

@@ -160,7 +160,7 @@ def test_dry_run_skips_finished_stages_and_refuses_other_options(tmp_path):
     (work / ".stages" / "1.done").write_text("recipe=wmt16_en_de.sh init=pretrain mono=5000000 supervised=0\n")
     commands, text = dry_run(tmp_path, ENDE, "--work-dir", work, "--stop-stage", "2")
     assert "# stage 1: download: done before" in text and "# stage 2: preprocess" in text
-    assert find(commands, "curl") == [] and len(find(commands, "python", "-m", "preprocess.prepare")) == 1
+    assert find(commands, "curl") == [] and len(find(commands, "xlm-fairseq-prepare")) == 1
     # a dry run changes no marker, and notes what a real run would do
     assert "# stage 2 done:" in text and sorted(p.name for p in (work / ".stages").iterdir()) == ["1.done"]
 

@@ -108,7 +108,7 @@ def test_wmt16_en_ro_listing_supervised(tmp_path):
     assert downloads(commands)[-2:] == ["training-parallel-ep-v8.tgz", "en-ro.txt.zip"]
     para = find_one(commands, *TOOLS, "extract-para")
     assert opt(para, "--out-prefix") == str(work / "raw" / "train.en-ro")
-    prep = find_one(commands, "python", "-m", "preprocess.prepare")
+    prep = find_one(commands, "xlm-fairseq-prepare")
     assert f"train:en-ro={work / 'raw' / 'train.en-ro'}" in prep and opt(prep, "--ro-remove-diacritics") is True
     mt = find_one(commands, "fairseq-train", having=("--task", "translation_lm"))
     assert_options(
@@ -137,11 +137,11 @@ def test_wmt16_listing_from_the_released_model(tmp_path, script, other):
     assert downloads(commands)[-3:] == [f"mlm_{tag}_1024.pth", f"codes_{tag}", f"vocab_{tag}"]
     # XLM's BPE codes and vocabulary instead of a new sentencepiece model; conversion instead of pretraining
     vocab = find_one(commands, *TOOLS, "vocab-to-dict")
-    prep = find_one(commands, "python", "-m", "preprocess.prepare")
+    prep = find_one(commands, "xlm-fairseq-prepare")
     assert_options(prep, bpe_codes=str(work / "downloads" / f"codes_{tag}"), dict=vocab[-1], vocab_size=None)
     assert "# stage 3: convert (released" in text and len(find(commands, "fairseq-train")) == 1
-    conv = find_one(commands, "python", "-m", "xlm_fairseq.convert")
-    assert conv[3:5] == [str(work / "downloads" / f"mlm_{tag}_1024.pth"), str(work / "released")]
+    conv = find_one(commands, "xlm-fairseq-convert")
+    assert conv[1:3] == [str(work / "downloads" / f"mlm_{tag}_1024.pth"), str(work / "released")]
     same = find_one(commands, *TOOLS, "same-dict")  # the data numbered as the model's vocabulary
     assert same[-2:] == [str(work / "released" / "dict.txt"), str(work / "data-bin" / "dict.txt")]
     mt = find_one(commands, "fairseq-train", having=("--task", "translation_lm"))
@@ -165,8 +165,8 @@ def test_xnli_listing_is_xlms_fine_tuning(tmp_path):
     work = str(tmp_path / "cwd" / "work" / "xnli")
     assert downloads(commands) == ["XNLI-1.0.zip", "multinli_1.0.zip"] and set(downloads(commands)) <= published_names()
     assert [opt(c, "--name") for c in find(commands, *TOOLS, "verify")] == downloads(commands)
-    convert = find_one(commands, "python", "-m", "xlm_fairseq.convert")
-    assert convert[3:5] == ["FacebookAI/xlm-mlm-tlm-xnli15-1024", f"{work}/model"]
+    convert = find_one(commands, "xlm-fairseq-convert")
+    assert convert[1:3] == ["FacebookAI/xlm-mlm-tlm-xnli15-1024", f"{work}/model"]
     train = find_one(commands, "fairseq-train")
     # XLM's glue-xnli.py: Adam (0.9, 0.999) lr 2.5e-5 without decay or clipping, batches of 8, max_len 256,
     # all layers, 20,000-pair epochs
@@ -187,14 +187,14 @@ def test_xnli_listing_is_xlms_fine_tuning(tmp_path):
         distributed_world_size="1",
     )
     assert_shared_optimiser(train, adam_betas="(0.9,0.999)", lr_scheduler="fixed", clip_norm="0")
-    test = find_one(commands, "python", "-m", "xlm_fairseq.inference.classify")
+    test = find_one(commands, "xlm-fairseq-classify")
     assert [c for c in test if c.endswith(".tsv")] == [f"{work}/xnli/test.{x}.tsv" for x in XNLI_LANGS.split(",")]
     assert "75.1" in listing  # the paper's average, printed beside ours
 
     # an existing model is used as it is; --gpus 0 trains on the CPU; --langs: a subset of the languages
     model = tmp_path / "mine.pt"
     commands, _ = dry_run(tmp_path, XNLI, "--model", model, "--gpus", "0", "--langs", "en,de", "--stage", "3")
-    assert not find(commands, "python", "-m", "xlm_fairseq.convert") and not downloads(commands)
+    assert not find(commands, "xlm-fairseq-convert") and not downloads(commands)
     assert_options(
         find_one(commands, "fairseq-train"),
         pretrained_xlm_checkpoint=str(model),

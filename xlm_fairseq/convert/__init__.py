@@ -2,8 +2,8 @@
 
 ::
 
-    python -m xlm_fairseq.convert SRC OUT_DIR [--to fairseq|hf] [--langs en,de] [--codes FILE]
-                                  [--lowercase yes|no] [--force]
+    xlm-fairseq-convert SRC OUT_DIR [--to fairseq|hf] [--langs en,de] [--codes FILE]
+                        [--lowercase yes|no] [--force]
 
 ``--to fairseq`` (default): SRC is an original XLM ``.pth`` (keys ``model``, ``params``,
 ``dico_id2word``, ``dico_word2id``, ``dico_counts``) or a Hugging Face XLM directory (``config.json``,

@@ -100,9 +100,15 @@ def main(argv=None):
 
 def _run(argv):
     parser = ArgumentParser(
-        prog="python -m xlm_fairseq.convert",
+        prog="xlm-fairseq-convert",
         description="Convert an original XLM .pth or a Hugging Face XLM directory to an xlm_fairseq "
         "model directory (--to fairseq), or an xlm_fairseq checkpoint to a Hugging Face directory (--to hf).",
+        examples=[
+            "xlm-fairseq-convert FacebookAI/xlm-mlm-ende-1024 models/ende",
+            "xlm-fairseq-convert mlm_ende_1024.pth models/ende --codes codes_ende",
+            "xlm-fairseq-convert models/ende models/ende-hf --to hf",
+            "xlm-fairseq-convert models/ende models/ende-ro --add-lang ro --text ro.txt",
+        ],
     )
     parser.add_argument(
         "src",

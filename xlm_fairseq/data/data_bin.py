@@ -30,7 +30,7 @@ def load_data_bin_dictionary(data: str) -> Dictionary:
     if not os.path.isfile(path):
         raise XLMUserError(
             f"{path}: {_other_layout(directory) or 'no dictionary'}; XLM shares one dictionary: make the data-bin "
-            "from text with `python -m preprocess.prepare`"
+            "from text with `xlm-fairseq-prepare`"
         )
     manifest = os.path.join(directory, MANIFEST_FILE)
     if os.path.isfile(manifest):
@@ -60,7 +60,7 @@ def check_shards_agree(data: str, dictionary: Dictionary) -> None:
             raise XLMUserError(
                 f"{os.path.join(shard, DICT_FILE)}: not the dictionary of {os.path.join(first, DICT_FILE)} "
                 f"({len(other)} vs {len(dictionary)} types, or another order); binarise every shard with the "
-                "first one's: preprocess.prepare SHARD --spm-model FIRST/spm.model --dict FIRST/dict.txt ..."
+                "first one's: xlm-fairseq-prepare SHARD --spm-model FIRST/spm.model --dict FIRST/dict.txt ..."
             )
 
 

@@ -1,6 +1,6 @@
 """Data-parallel fairseq training on CPU: N local processes over gloo, one per rank::
 
-    python -m xlm_fairseq.distributed.cpu_launcher --nproc 2 fairseq-train DATA --user-dir xlm_fairseq --cpu ...
+    xlm-fairseq-distributed-cpu --nproc 2 fairseq-train DATA --user-dir xlm_fairseq --cpu ...
 
 fairseq starts one process per GPU (``--distributed-world-size N`` on a machine without GPUs stops
 at an assertion, and torchrun at a division by the GPU count). This starts the N processes itself,
@@ -91,7 +91,8 @@ def main(argv=None) -> int:
     p = ArgumentParser(
         name="distributed_cpu",
         prog="xlm-fairseq-distributed-cpu",
-        description=__doc__.split("\n\n")[0],
+        description=__doc__.split("\n\n")[0].rstrip(":"),
+        examples=["xlm-fairseq-distributed-cpu --nproc 2 fairseq-train DATA --user-dir xlm_fairseq --cpu ..."],
     )
     p.add_argument("--nproc", type=int, required=True, help="processes (ranks) to start")
     p.add_argument("--port", type=int, help="rendezvous port on 127.0.0.1 (default: a free one)")

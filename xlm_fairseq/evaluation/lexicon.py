@@ -27,7 +27,7 @@ subwords, and MUSE's dictionaries leave identical pairs out for the same reason.
 
 MODEL is a pretrained LM: a training checkpoint, a converter or export directory. ``--random-init``
 scores the same architecture and vocabulary with fresh weights, the level that shared subwords alone
-give. Also ``python -m xlm_fairseq.evaluation.lexicon``."""
+give."""
 
 import glob
 import json
@@ -256,9 +256,10 @@ def main(argv=None) -> int:
         argv = argv[1:]
     p = ArgumentParser(
         name="lexicon",
-        prog="xlm-fairseq-lexicon [probe]",
-        description=__doc__.split("\n\n")[0],
+        prog="xlm-fairseq-lexicon",
+        description=__doc__.split("\n\n")[0] + " (probe, the default subcommand)",
         epilog="xlm-fairseq-lexicon induce --help: a lexicon from two monolingual texts alone",
+        examples=["xlm-fairseq-lexicon models/ende --dict de-en.dev.txt --json probe.json"],
     )
     p.add_argument("model", help="a pretrained LM: training checkpoint, converter or export directory")
     p.add_argument("--dict", required=True, help="MUSE dictionary: 'source target' a line")

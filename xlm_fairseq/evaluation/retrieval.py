@@ -3,11 +3,10 @@ aligns languages. Each sentence of two line-aligned files becomes the mean of it
 (its pieces; the ``</s>`` around it left out), and every sentence retrieves its nearest neighbour by
 cosine in the other file; accuracy@1 is the share that find their own translation, both ways::
 
-    python -m xlm_fairseq.evaluation.retrieval MODEL --src en=test.en-de.en --tgt de=test.en-de.de [--json OUT]
+    xlm-fairseq-retrieve MODEL --src en=test.en-de.en --tgt de=test.en-de.de [--json OUT]
 
 MODEL is a pretrained LM (a converted or exported dir, or a training checkpoint with ``--data``, its
-data-bin) or a fine-tuned classifier (``--checkpoint-file`` names the file in a directory). Also
-the entry point ``xlm-fairseq-retrieve``."""
+data-bin) or a fine-tuned classifier (``--checkpoint-file`` names the file in a directory)."""
 
 import json
 import re
@@ -76,14 +75,19 @@ def _read(spec: str, option: str):
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(name="retrieval", prog="xlm-fairseq-retrieve", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(
+        name="retrieval",
+        prog="xlm-fairseq-retrieve",
+        description=__doc__.split("\n\n")[0].rstrip(":"),
+        examples=["xlm-fairseq-retrieve models/ende --src en=test.en-de.en --tgt de=test.en-de.de --json out.json"],
+    )
     p.add_argument("model", help="a pretrained LM or fine-tuned classifier: checkpoint file or model directory")
     p.add_argument("--checkpoint-file", default=None, help="the file in a model directory (default: model.pt)")
     p.add_argument("--data", default=".", help="the data-bin of a training checkpoint (dict.txt, text pipeline)")
     p.add_argument("--src", required=True, metavar="LANG=FILE", help="one sentence a line")
     p.add_argument("--tgt", required=True, metavar="LANG=FILE", help="their translations, line-aligned")
     p.add_argument("--max-sentences", type=int, default=0, help="use the first N pairs only (default: all)")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="sentences encoded at a time (default: %(default)s)")
     p.add_argument("--json", help="write the result to this JSON file")
 
     def run(argv):

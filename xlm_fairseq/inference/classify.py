@@ -1,13 +1,13 @@
 """Predict with a fine-tuned classifier (``--task xlm_classification``) on classification TSV files,
 and score the predictions where the file has labels::
 
-    python -m xlm_fairseq.inference.classify ckpt/xcls --checkpoint-file checkpoint_best.pt \\
+    xlm-fairseq-classify ckpt/xcls --checkpoint-file checkpoint_best.pt \\
         DATA/valid.en.tsv DATA/valid.de.tsv [--out-dir preds/] [--json results.json]
 
 The language of a file is its name's (``{split}.{lang}.tsv``) unless ``--lang`` says otherwise.
 Prints one line per file (rows, accuracy); ``--out-dir`` gets ``{file name}.pred.tsv`` per file
 (``id``, ``prediction``, ``probability``, and ``label`` when known), ``--json`` the accuracies.
-Outputs are written whole or not at all (also the entry point ``xlm-fairseq-classify``)."""
+Outputs are written whole or not at all."""
 
 import json
 import os
@@ -44,7 +44,12 @@ def classify_file(clf, path: str, lang: str, max_tokens: int = 4096):
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(name="classify", prog="xlm-fairseq-classify", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(
+        name="classify",
+        prog="xlm-fairseq-classify",
+        description=__doc__.split("\n\n")[0].rstrip(":"),
+        examples=["xlm-fairseq-classify ckpt/xcls DATA/valid.en.tsv DATA/valid.de.tsv --out-dir preds/"],
+    )
     p.add_argument("model", help="a save dir, model dir or checkpoint of --task xlm_classification")
     p.add_argument("tsv", nargs="+", help="classification files (id, text [, text_b] [, label] columns)")
     p.add_argument("--checkpoint-file", default="checkpoint_best.pt", help="in the model dir (default: %(default)s)")

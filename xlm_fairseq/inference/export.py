@@ -1,6 +1,6 @@
 """A self-contained model directory from a training checkpoint: the weights and config, ``dict.txt``
 and the text pipeline (``text_pipeline.json`` and its subword model), so that
-``XLMModel.from_pretrained(OUT_DIR)`` needs no data-bin. Works for LMs and translation models::
+``XLMModel.from_pretrained(OUT_DIR)`` needs no data-bin. It takes LMs and translation models::
 
     xlm-fairseq-export ckpt/unmt/checkpoint_best.pt models/unmt-de-en [--data DATA] [--force]
     xlm-fairseq-export ckpt/unmt/checkpoint_best.pt models/unmt-de-en --ctranslate2 --quantization int8
@@ -95,9 +95,17 @@ def export_model_dir(
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(name="export", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(
+        name="export",
+        prog="xlm-fairseq-export",
+        description=__doc__.split("\n\n")[0].replace(" It takes LMs and translation models::", ""),
+        examples=[
+            "xlm-fairseq-export ckpt/unmt/checkpoint_best.pt models/unmt-de-en",
+            "xlm-fairseq-export ckpt/unmt/checkpoint_best.pt models/unmt-de-en --ctranslate2 --quantization int8",
+        ],
+    )
     p.add_argument("checkpoint", help="a checkpoint of fairseq-train with --user-dir xlm_fairseq")
-    p.add_argument("out_dir", metavar="OUT_DIR")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="the model directory to write (appears whole or not at all)")
     p.add_argument("--data", help="the data-bin it was trained on (default: the one its config names)")
     p.add_argument("--force", action="store_true", help="replace an existing OUT_DIR")
     p.add_argument(

@@ -52,11 +52,11 @@ newstest2016. Stages:
 
   1 download   News Crawl monolingual text; validation and test sets from sacrebleu -t${para_line}
                (--init released: also XLM's model, BPE codes and vocabulary)
-  2 preprocess python -m preprocess.prepare: Moses normalisation + tokenisation,${ro_line}
+  2 preprocess xlm-fairseq-prepare: Moses normalisation + tokenisation,${ro_line}
                joint sentencepiece BPE (--vocab-size), binarisation
                (--init released: XLM's BPE codes and vocabulary instead of sentencepiece)
   3 pretrain   fairseq-train --task cross_lingual_lm (MLM, xlm_1024)
-               (--init released: python -m xlm_fairseq.convert on XLM's released model)
+               (--init released: xlm-fairseq-convert on XLM's released model)
   4 train      fairseq-train --task translation_lm (AE + online BT${mt_text})
   5 evaluate   fairseq-generate both directions on newstest2016; sacreBLEU -t $TEST_TESTSET on detokenised
                output, and tokenised BLEU (the paper's kind)

@@ -10,7 +10,7 @@
 stage_preprocess() {
   local lang
   local -a cmd
-  cmd=("$PYTHON" -m preprocess.prepare "$DATA_BIN" --langs "$LANGS")
+  cmd=(xlm-fairseq-prepare "$DATA_BIN" --langs "$LANGS")
   for lang in "$LANG_A" "$LANG_B"; do
     cmd+=(--mono "train:$lang=$RAW/mono.$lang")
   done
@@ -56,7 +56,7 @@ stage_pretrain() {
   local interval
   local -a cmd device optim
   if [[ $INIT == released ]]; then
-    run "$PYTHON" -m xlm_fairseq.convert "$DOWNLOADS/$RELEASED_MODEL" "$RELEASED_DIR" \
+    run xlm-fairseq-convert "$DOWNLOADS/$RELEASED_MODEL" "$RELEASED_DIR" \
       --codes "$DOWNLOADS/$RELEASED_CODES" --lowercase no --force
     # the data must be numbered exactly as the model's vocabulary
     run "$PYTHON" "${TOOLS[@]}" same-dict "$RELEASED_DIR/dict.txt" "$DATA_BIN/dict.txt"

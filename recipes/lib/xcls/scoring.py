@@ -4,10 +4,13 @@ retrieval on its stack (as on an LM's)."""
 
 import json
 import sys
+from pathlib import Path
 
 from recipes.lib.stages import write_json, write_text
 from recipes.lib.xcls import corpus
 from recipes.lib.xcls.report import FINETUNE_LANG
+
+BIN = Path(sys.executable).parent  # the commands installed beside this interpreter
 
 
 class ClassifierScoring:
@@ -17,9 +20,7 @@ class ClassifierScoring:
         """Predictions of ``save``'s best checkpoint for ``tsvs`` into ``out_dir``, rows read with ``lang_id``."""
         self.run(
             [
-                sys.executable,
-                "-m",
-                "xlm_fairseq.inference.classify",
+                BIN / "xlm-fairseq-classify",
                 save,
                 *tsvs,
                 "--checkpoint-file",
@@ -75,9 +76,7 @@ class ClassifierScoring:
         if not result.exists():
             self.run(
                 [
-                    sys.executable,
-                    "-m",
-                    "xlm_fairseq.evaluation.retrieval",
+                    BIN / "xlm-fairseq-retrieve",
                     model_dir / checkpoint,
                     "--data",
                     data or ".",
