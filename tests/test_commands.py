@@ -1,10 +1,17 @@
 """The project's commands are its console scripts (setup.py), each named one way: its ``--help`` says
-that name in its usage, describes every positional and option, and shows an example command line."""
+that name in its usage, describes every positional and option, and shows an example command line.
+Every option the docs show a command with is one that command takes."""
 
 import argparse
 import ast
+import functools
 import importlib
+import os
 import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -61,3 +68,94 @@ def test_help_is_complete(command, monkeypatch):
     example = re.search(rf"^\s*{re.escape(name)} \S", text, re.M)
     assert example, f"{name}: --help shows no example command line"
     assert not text.rstrip().endswith(":"), f"{name}: --help ends with a dangling '{text.rstrip()[-40:]}'"
+
+
+# ---- the commands the docs show ------------------------------------------------------------------
+
+DOCS = ["README.md", "preprocess/README.md", "recipes/README.md"]
+FAIRSEQ = ("fairseq-train", "fairseq-generate", "fairseq-interactive")
+OPTION = re.compile(r"--?[a-zA-Z][\w-]*(=\S*)?$")  # an option, not a quoted value that holds some
+
+
+def documented_commands(doc):
+    """(line, tokens) of each command line a doc shows in a code block (indented or fenced), continued
+    lines joined; from a comment on, and placeholders ("...", brackets around optional parts), left out."""
+    found, current, fenced = [], None, False
+    for number, line in enumerate((ROOT / doc).read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        if not (fenced or line.startswith("    ")):
+            current = None
+            continue
+        text = line.strip()
+        if current is None and not re.match(r"(fairseq-|xlm-fairseq-|bash recipes/|python -m recipes\.)", text):
+            continue
+        if current is None:
+            current = (number, [])
+            found.append(current)
+        current[1].append(text.rstrip("\\"))
+        if not text.endswith("\\"):
+            current = None
+    commands = []
+    for number, parts in found:
+        words = shlex.split(" ".join(parts).split(" #")[0].replace("[", " ").replace("]", " "))
+        commands.append((number, [w for w in words if w not in ("...", "|")]))
+    return commands
+
+
+def fairseq_unknown(tokens):
+    """The options of a fairseq command line that fairseq's parser (with the plugin's task, model and
+    criterion options it adds) does not know."""
+    from fairseq import options
+
+    parser = {
+        "fairseq-train": options.get_training_parser,
+        "fairseq-generate": options.get_generation_parser,
+        "fairseq-interactive": options.get_interactive_generation_parser,
+    }[tokens[0]]()
+    argv = [str(ROOT / "xlm_fairseq") if prev == "--user-dir" else t for prev, t in zip(tokens, tokens[1:])]
+    if tokens[0] == "fairseq-train" and "--arch" not in argv:  # a command shown with "..." for the rest
+        argv += ["--arch", "xlm_tiny"]
+    _, extra = options.parse_args_and_arch(parser, argv, parse_known=True)
+    return [e.split("=")[0] for e in extra if e.startswith("-")]
+
+
+@functools.lru_cache(maxsize=None)
+def recipe_help(script):
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    cmd = ["bash", script] if script.endswith(".sh") else [sys.executable, "-m", script]
+    proc = subprocess.run([*cmd, "--help"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_option_the_docs_name_exists(doc, monkeypatch):
+    """Each option of each command a doc shows is one its command takes: fairseq's commands with the
+    plugin's options, the console scripts' parsers, the recipes' --help."""
+    commands = documented_commands(doc)
+    assert commands, f"{doc}: no command found"
+    unknown = []
+    for number, tokens in list(commands):
+        wrapped = [i for i, t in enumerate(tokens) if i and t in FAIRSEQ]  # a launcher's command line
+        if wrapped:
+            commands.append((number, tokens[wrapped[0] :]))
+            tokens[wrapped[0] :] = []
+    for number, tokens in commands:
+        named = [t.split("=")[0] for t in tokens[1:] if OPTION.match(t)]
+        if tokens[0] in FAIRSEQ:
+            missing = fairseq_unknown(tokens)
+        elif tokens[0] in SCRIPTS:
+            sub = tokens[1:2] if tokens[1:2] == ["induce"] else []
+            known = parser_of([tokens[0], *sub], monkeypatch)._option_string_actions
+            monkeypatch.undo()
+            missing = [o for o in named if o not in known]
+        else:  # bash recipes/X.sh or python -m recipes.X
+            script = tokens[1] if tokens[0] == "bash" else tokens[2]
+            text = recipe_help(script)
+            named = [t.split("=")[0] for t in tokens[2 if tokens[0] == "bash" else 3 :] if OPTION.match(t)]
+            missing = [o for o in named if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text)]
+        name = {"bash": tokens[1:2], "python": tokens[2:3]}.get(tokens[0], tokens[:1])
+        unknown += [f"{doc}:{number}: {' '.join(name)} {o}" for o in missing]
+    assert not unknown, unknown
