@@ -6,15 +6,12 @@ import argparse
 import ast
 import functools
 import importlib
-import os
 import re
 import shlex
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run, run_recipe
 
 
 def console_scripts():
@@ -38,15 +35,15 @@ class Parsed(Exception):
         self.parser = parser
 
 
-def parser_of(command, monkeypatch):
+def parser_of(command):
     """The parser the command builds, caught when it parses ``--help``."""
 
     def catch(parser, *args, **kwargs):
         raise Parsed(parser)
 
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", catch)
     module, function = SCRIPTS[command[0]].split(":")
-    with pytest.raises(Parsed) as parsed:
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(Parsed) as parsed:
+        patch.setattr(argparse.ArgumentParser, "parse_known_args", catch)
         getattr(importlib.import_module(module), function)([*command[1:], "--help"])
     return parsed.value.parser
 
@@ -58,8 +55,8 @@ def test_setup_declares_each_command_once():
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
-def test_help_is_complete(command, monkeypatch):
-    parser = parser_of(command, monkeypatch)
+def test_help_is_complete(command):
+    parser = parser_of(command)
     name = " ".join(command)
     assert parser.prog == name
     bare = [a.dest for a in parser._actions if a.help in (None, "", argparse.SUPPRESS)]
@@ -123,15 +120,17 @@ def fairseq_unknown(tokens):
 
 @functools.lru_cache(maxsize=None)
 def recipe_help(script):
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    cmd = ["bash", script] if script.endswith(".sh") else [sys.executable, "-m", script]
-    proc = subprocess.run([*cmd, "--help"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    """A recipe's --help: ``recipes/X.sh`` or the module ``recipes.X``."""
+    if script.endswith(".sh"):
+        proc = run_recipe(script.split("/", 1)[1], "--help")
+    else:
+        proc = run([sys.executable, "-m", script, "--help"], ok=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
 
 
 @pytest.mark.parametrize("doc", DOCS)
-def test_every_option_the_docs_name_exists(doc, monkeypatch):
+def test_every_option_the_docs_name_exists(doc):
     """Each option of each command a doc shows is one its command takes: fairseq's commands with the
     plugin's options, the console scripts' parsers, the recipes' --help."""
     commands = documented_commands(doc)
@@ -148,8 +147,7 @@ def test_every_option_the_docs_name_exists(doc, monkeypatch):
             missing = fairseq_unknown(tokens)
         elif tokens[0] in SCRIPTS:
             sub = tokens[1:2] if tokens[1:2] == ["induce"] else []
-            known = parser_of([tokens[0], *sub], monkeypatch)._option_string_actions
-            monkeypatch.undo()
+            known = parser_of([tokens[0], *sub])._option_string_actions
             missing = [o for o in named if o not in known]
         else:  # bash recipes/X.sh or python -m recipes.X
             script = tokens[1] if tokens[0] == "bash" else tokens[2]
