@@ -35,6 +35,8 @@ class ArgumentParser(argparse.ArgumentParser):
         if examples:
             shown = "examples:\n" + "\n".join(f"  {line}" for line in examples)
             kwargs["epilog"] = "\n\n".join(filter(None, (kwargs.get("epilog"), shown)))
+        if kwargs.get("description"):  # a docstring's first paragraph: its "::" (a literal block follows) goes
+            kwargs["description"] = kwargs["description"].rstrip(":")
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
         self.name = name

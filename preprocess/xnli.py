@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     p = ArgumentParser(
         name="xnli",
         prog="xlm-fairseq-xnli",
-        description=__doc__.split("\n\n")[0].rstrip(":"),
+        description=__doc__.split("\n\n")[0],
         examples=["xlm-fairseq-xnli data/xnli --xnli XNLI-1.0 --mnli multinli_1.0 --langs en,de,fr"],
     )
     p.add_argument("out_dir", metavar="OUT", help="the directory to write (the classification layout)")

@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     p = ArgumentParser(
         name="distributed_cpu",
         prog="xlm-fairseq-distributed-cpu",
-        description=__doc__.split("\n\n")[0].rstrip(":"),
+        description=__doc__.split("\n\n")[0],
         examples=["xlm-fairseq-distributed-cpu --nproc 2 fairseq-train DATA --user-dir xlm_fairseq --cpu ..."],
     )
     p.add_argument("--nproc", type=int, required=True, help="processes (ranks) to start")

@@ -78,7 +78,7 @@ def main(argv=None) -> int:
     p = ArgumentParser(
         name="retrieval",
         prog="xlm-fairseq-retrieve",
-        description=__doc__.split("\n\n")[0].rstrip(":"),
+        description=__doc__.split("\n\n")[0],
         examples=["xlm-fairseq-retrieve models/ende --src en=test.en-de.en --tgt de=test.en-de.de --json out.json"],
     )
     p.add_argument("model", help="a pretrained LM or fine-tuned classifier: checkpoint file or model directory")

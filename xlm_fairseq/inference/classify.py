@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     p = ArgumentParser(
         name="classify",
         prog="xlm-fairseq-classify",
-        description=__doc__.split("\n\n")[0].rstrip(":"),
+        description=__doc__.split("\n\n")[0],
         examples=["xlm-fairseq-classify ckpt/xcls DATA/valid.en.tsv DATA/valid.de.tsv --out-dir preds/"],
     )
     p.add_argument("model", help="a save dir, model dir or checkpoint of --task xlm_classification")

@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     p = ArgumentParser(
         name="export",
         prog="xlm-fairseq-export",
-        description=__doc__.split("\n\n")[0].replace(" It takes LMs and translation models::", ""),
+        description=__doc__.split("\n\n")[0],
         examples=[
             "xlm-fairseq-export ckpt/unmt/checkpoint_best.pt models/unmt-de-en",
             "xlm-fairseq-export ckpt/unmt/checkpoint_best.pt models/unmt-de-en --ctranslate2 --quantization int8",
