@@ -7,8 +7,10 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -223,6 +225,8 @@ def report(run, rows, probes, trained, figure, what):
             machine=machine(),
             commit=commit(),
             date=time.strftime("%Y-%m-%d %H:%M"),
+            # what ran, exactly: quickstart.sh and train.sh end in this engine's command line
+            command=shlex.join(["python", "-m", "recipes.train", *sys.argv[1:]]),
             minutes=p.minutes,
             model=dict(dim=p.size.dim, layers=p.size.layers),
             vocab=p.vocab,
