@@ -24,9 +24,9 @@ setup(
     extras_require={
         # serving translators (xlm-fairseq-export --ctranslate2); its 4.x model format and spec API
         "ctranslate2": ["ctranslate2>=4.0,<5"],
-        "figures": ["matplotlib"],
+        "figures": ["matplotlib"],  # the recipes' PNG figures (recipes/lib/figures.py)
         # xlm-fairseq-export --hf (the exported directories need transformers, sentencepiece, sacremoses only)
-        "hf": ["transformers>=4.30"],  # the recipes' PNG figures (recipes/lib/figures.py)
+        "hf": ["transformers>=4.30"],
         # word segmenters of scripts without spaces (preprocess/segment.py); ja also gives sacreBLEU's ja-mecab
         "zh": ["jieba"],
         "ja": ["sacrebleu[ja]"],

@@ -4,14 +4,18 @@ Every option the docs show a command with is one that command takes."""
 
 import argparse
 import ast
+import contextlib
 import functools
 import importlib
+import io
 import re
 import shlex
 import sys
 
 import pytest
 from conftest import ROOT, run, run_recipe
+
+from recipes.lib import tables
 
 
 def console_scripts():
@@ -69,7 +73,7 @@ def test_help_is_complete(command):
 
 # ---- the commands the docs show ------------------------------------------------------------------
 
-DOCS = ["README.md", "preprocess/README.md", "recipes/README.md"]
+DOCS = [str(p.relative_to(ROOT)) for p in tables.documents(ROOT)]
 FAIRSEQ = ("fairseq-train", "fairseq-generate", "fairseq-interactive")
 OPTION = re.compile(r"--?[a-zA-Z][\w-]*(=\S*)?$")  # an option, not a quoted value that holds some
 
@@ -86,7 +90,9 @@ def documented_commands(doc):
             current = None
             continue
         text = line.strip()
-        if current is None and not re.match(r"(fairseq-|xlm-fairseq-|bash recipes/|python -m recipes\.)", text):
+        if current is None and not re.match(
+            r"(fairseq-|xlm-fairseq-|bash recipes/|python -m recipes\.|python bench/)", text
+        ):
             continue
         if current is None:
             current = (number, [])
@@ -118,11 +124,25 @@ def fairseq_unknown(tokens):
     return [e.split("=")[0] for e in extra if e.startswith("-")]
 
 
+def parse_error(parser, argv):
+    """[argparse's message] when the whole command line does not parse as written (a missing positional,
+    a value outside an option's choices, one positional too many), else []."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parser.parse_args(argv)
+    except SystemExit:
+        return [err.getvalue().strip().splitlines()[-1]]
+    return []
+
+
 @functools.lru_cache(maxsize=None)
 def recipe_help(script):
-    """A recipe's --help: ``recipes/X.sh`` or the module ``recipes.X``."""
+    """A recipe's --help: ``recipes/X.sh``, the module ``recipes.X`` or ``bench/X.py``."""
     if script.endswith(".sh"):
         proc = run_recipe(script.split("/", 1)[1], "--help")
+    elif script.endswith(".py"):
+        proc = run([sys.executable, str(ROOT / script), "--help"], ok=False)
     else:
         proc = run([sys.executable, "-m", script, "--help"], ok=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -134,7 +154,6 @@ def test_every_option_the_docs_name_exists(doc):
     """Each option of each command a doc shows is one its command takes: fairseq's commands with the
     plugin's options, the console scripts' parsers, the recipes' --help."""
     commands = documented_commands(doc)
-    assert commands, f"{doc}: no command found"
     unknown = []
     for number, tokens in list(commands):
         wrapped = [i for i, t in enumerate(tokens) if i and t in FAIRSEQ]  # a launcher's command line
@@ -147,13 +166,23 @@ def test_every_option_the_docs_name_exists(doc):
             missing = fairseq_unknown(tokens)
         elif tokens[0] in SCRIPTS:
             sub = tokens[1:2] if tokens[1:2] == ["induce"] else []
-            known = parser_of([tokens[0], *sub])._option_string_actions
-            missing = [o for o in named if o not in known]
-        else:  # bash recipes/X.sh or python -m recipes.X
-            script = tokens[1] if tokens[0] == "bash" else tokens[2]
-            text = recipe_help(script)
-            named = [t.split("=")[0] for t in tokens[2 if tokens[0] == "bash" else 3 :] if OPTION.match(t)]
+            parser = parser_of([tokens[0], *sub])
+            missing = [o for o in named if o not in parser._option_string_actions]
+            missing = missing or parse_error(parser, tokens[1 + len(sub) :])
+        else:  # bash recipes/X.sh, python -m recipes.X or python bench/X.py
+            start = 3 if tokens[1] == "-m" else 2
+            text = recipe_help(tokens[start - 1])
+            named = [t.split("=")[0] for t in tokens[start:] if OPTION.match(t)]
             missing = [o for o in named if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text)]
-        name = {"bash": tokens[1:2], "python": tokens[2:3]}.get(tokens[0], tokens[:1])
+        name = {"bash": tokens[1:2], "python": tokens[1:3] if tokens[1] == "-m" else tokens[1:2]}.get(
+            tokens[0], tokens[:1]
+        )
         unknown += [f"{doc}:{number}: {' '.join(name)} {o}" for o in missing]
     assert not unknown, unknown
+
+
+def test_the_docs_show_commands():
+    """The extraction above finds the commands (a change of format would leave nothing to check)."""
+    found = {doc: len(documented_commands(doc)) for doc in DOCS}
+    assert all(found[doc] for doc in ["README.md", "recipes/README.md", "docs/pretraining.md", "docs/serving.md"]), found
+    assert sum(found.values()) >= 60, found

@@ -18,6 +18,7 @@ are written as stored, thousands separated.
 
     python -m recipes.lib.tables            # rewrite every table of the documents
     python -m recipes.lib.tables --check    # exit 1 naming each table that differs from its records
+    python -m recipes.lib.tables FILE.md    # only these files (any path)
 """
 
 import argparse
@@ -104,7 +105,7 @@ def cell(value: Any, fmt: Optional[str]) -> str:
 def matches(record: Dict[str, Any], where: Dict[str, Any]) -> bool:
     for path, wanted in where.items():
         value = lookup(record, path)
-        if isinstance(wanted, list) and not isinstance(value, list):
+        if isinstance(wanted, list):  # one of them
             if value not in wanted:
                 return False
         elif value != wanted:
@@ -145,25 +146,27 @@ def regenerate(text: str, where: str, root: Path = ROOT) -> str:
 def stale(paths: Iterable[Path], root: Path = ROOT) -> List[str]:
     """The documents whose tables differ from what their records give."""
     texts = {p: p.read_text(encoding="utf-8") for p in paths}
-    return [str(p.relative_to(root)) for p, text in texts.items() if regenerate(text, str(p), root) != text]
+    return [str(p) for p, text in texts.items() if regenerate(text, str(p), root) != text]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m recipes.lib.tables", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="only say which documents' tables are stale (exit 1)")
+    parser.add_argument("files", nargs="*", type=Path, help="markdown files (default: the READMEs and docs/*.md)")
     args = parser.parse_args(argv)
+    paths = [p.resolve() for p in args.files] or documents(ROOT)
     try:
         if args.check:
-            bad = stale(documents())
+            bad = stale(paths, ROOT)
             for path in bad:
                 print(f"tables: {path}: a table differs from its records; run python -m recipes.lib.tables")
             return 1 if bad else 0
-        for path in documents():
+        for path in paths:
             text = path.read_text(encoding="utf-8")
-            new = regenerate(text, str(path.relative_to(ROOT)))
+            new = regenerate(text, str(path), ROOT)
             if new != text:
                 path.write_text(new, encoding="utf-8")
-                print(f"tables: {path.relative_to(ROOT)} rewritten")
+                print(f"tables: {path} rewritten")
     except (TableError, json.JSONDecodeError) as e:
         print(f"tables: error: {e}", file=sys.stderr)
         return 2
