@@ -2,6 +2,7 @@
 model per direction, and the exported directory's hub translates with it, giving fairseq's
 translations token for token (float32) on a trained tiny model."""
 
+import ast
 import json
 import os
 import sys
@@ -161,3 +162,32 @@ def test_avx512_is_asked_for_where_the_cpu_has_it(tmp_path, flags, environ, expe
     if flags is not None:
         cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
     assert ctranslate2_environment(environ, str(cpuinfo)) == expected
+
+
+NO_TORCH = """
+import sys
+
+BLOCKED = ("torch", "fairseq", "fairseq_cli", "xlm_fairseq")
+
+
+class Blocked:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"{name} is blocked in this test")
+
+
+sys.meta_path.insert(0, Blocked())
+"""
+
+
+def test_docs_serving_without_torch_runs_as_written(exported, tmp_path):
+    """docs/serving.md's server without torch or fairseq: its lines, on the exported tiny model, in a
+    process where torch, fairseq and the plugin cannot be imported."""
+    text = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+    snippet = next(b for b in blocks if "import ctranslate2" in b)
+    script = tmp_path / "serve.py"
+    script.write_text(NO_TORCH + snippet.replace('"models/unmt', f'"{exported}'))
+    proc = run([sys.executable, script], cwd=ROOT)
+    outputs = ast.literal_eval(proc.stdout.strip().splitlines()[-1])  # the snippet prints a list of str
+    assert len(outputs) == 2 and all(isinstance(o, str) for o in outputs), proc.stdout
