@@ -11,7 +11,7 @@ from conftest import ROOT
 from recipes.lib import tables
 
 DOCUMENTS = [str(p.relative_to(ROOT)) for p in tables.documents(ROOT)]
-DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+DATE = re.compile(r"(?<![-/\w])20\d\d-\d\d-\d\d(?![-.\w])")  # a date in a file name names a record
 ISSUE = re.compile(r"(?<![\w/&#])#\d+\b")
 
 
