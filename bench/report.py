@@ -4,7 +4,9 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -105,9 +107,16 @@ def table(r, matmul_gflops):
 
 
 def finish(out: Path, result: dict, started: float, tables: dict) -> None:
-    """Stamp a benchmark's result with its date and duration, write it to ``out`` as JSON and print
-    its markdown tables (size name -> table)."""
+    """Stamp a benchmark's result with what makes it a record of the docs' tables (date, machine,
+    commit, command: recipes/lib/tables.py) and its duration, write it to ``out`` as JSON and print its
+    markdown tables (size name -> table)."""
+    facts = result.get("versions", {})
     result["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    processor = facts.get("cpu", "?") if facts.get("device") in (None, "cpu") else facts["device"]
+    result.setdefault("machine", f"{processor}, {facts.get('cores', '?')} cores")
+    result.setdefault("commit", facts.get("commit", ""))
+    script = os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)
+    result.setdefault("command", shlex.join(["python", script, *sys.argv[1:]]))
     result["seconds"] = round(time.time() - started, 1)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

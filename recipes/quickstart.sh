@@ -36,7 +36,7 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon USES]] [--
 
 It runs: bash recipes/train.sh --langs de,en --pairs en-de=SAMPLE/train.en-de --mono en=SAMPLE/mono.en
 --mono de=SAMPLE/mono.de --valid en-de=SAMPLE/valid.en-de --test en-de=SAMPLE/test.en-de --minutes 30
-(SAMPLE: recipes/data/en-de-docs); the same command takes your own languages (README, "Your languages").
+(SAMPLE: recipes/data/en-de-docs); the same command takes your own languages (docs/your-languages.md).
 Re-running skips the stages that finished and resumes an interrupted one; a work directory made in
 the other mode (--tiny or not) is refused: give another --work-dir, or --fresh. Checkpoints that a
 redone stage makes stale are moved aside (checkpoints/NAME.stale-TIME), not resumed from.

@@ -186,3 +186,16 @@ def test_the_table_puts_compiled_runs_under_their_eager_rows(bench):
     assert text.splitlines()[2 + labels.index("UNMT AE+BT, --compile, sentences/s")].endswith(
         "| online_backtranslation; 5 graphs, 60.2 s compiling |"
     )
+
+
+def test_a_result_is_a_record_of_the_docs_tables(tmp_path, monkeypatch):
+    """What a benchmark writes carries the date, machine, commit and command a table's record needs."""
+    from bench import report
+    from recipes.lib import tables
+
+    monkeypatch.setattr("sys.argv", [str(ROOT / "bench" / "serving.py"), "--sizes", "recipes"])
+    out = tmp_path / "results" / "x.json"
+    report.finish(out, {"versions": report.versions(), "figure": 1.5}, 0.0, {})
+    (record,) = tables.load_records("results/x.json", tmp_path)
+    assert record["command"] == "python bench/serving.py --sizes recipes"
+    assert record["commit"] == record["versions"]["commit"] and record["machine"].endswith(" cores")
