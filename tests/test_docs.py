@@ -77,3 +77,20 @@ def test_the_files_a_doc_names_exist(doc):
     )
     missing = sorted(p for p in named if not (ROOT / p).exists() and "*" not in p)
     assert not missing, missing
+
+
+SECTION = re.compile(r"`((?:docs/[\w-]+|recipes/README|bench/README|preprocess/README)\.md)`\)?,? \(?\"([^\"]+)\"")
+
+
+@pytest.mark.parametrize("doc", DOCUMENTS)
+def test_the_sections_a_doc_points_to_exist(doc):
+    """`FILE.md`, "Section": a heading of FILE begins with that name."""
+    text = (ROOT / doc).read_text(encoding="utf-8").replace("\n", " ")
+    missing = []
+    for path, name in SECTION.findall(text):
+        headings = [
+            h.lstrip("#").strip() for h in (ROOT / path).read_text(encoding="utf-8").splitlines() if h.startswith("#")
+        ]
+        if not any(h.startswith(name) for h in headings):
+            missing.append(f'{path}, "{name}"')
+    assert not missing, missing
