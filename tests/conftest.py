@@ -48,6 +48,24 @@ def run(cmd, ok=True, **kw):
     return proc
 
 
+def blocking(*packages):
+    """The lines that start a script run where ``packages`` cannot be imported (what a user without them
+    has): an import finder first on ``sys.meta_path`` that refuses them. The script sees ``BLOCKED``."""
+    return f"""import sys
+
+BLOCKED = {packages!r}
+
+
+class Blocked:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"{{name}} is blocked in this test")
+
+
+sys.meta_path.insert(0, Blocked())
+"""
+
+
 # fields of a train_inner record that depend on the machine, not on the run
 TIMING = {"wps", "ups", "wall", "train_wall", "gb_free"}
 

@@ -8,7 +8,7 @@ import os
 import sys
 
 import pytest
-from conftest import ROOT, SAMPLE, generate_lines, head, run
+from conftest import ROOT, SAMPLE, blocking, generate_lines, head, run
 
 from xlm_fairseq import XLMModel
 from xlm_fairseq.errors import XLMUserError
@@ -164,22 +164,6 @@ def test_avx512_is_asked_for_where_the_cpu_has_it(tmp_path, flags, environ, expe
     assert ctranslate2_environment(environ, str(cpuinfo)) == expected
 
 
-NO_TORCH = """
-import sys
-
-BLOCKED = ("torch", "fairseq", "fairseq_cli", "xlm_fairseq")
-
-
-class Blocked:
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in BLOCKED:
-            raise ModuleNotFoundError(f"{name} is blocked in this test")
-
-
-sys.meta_path.insert(0, Blocked())
-"""
-
-
 def test_docs_serving_without_torch_runs_as_written(exported, tmp_path):
     """docs/serving.md's server without torch or fairseq: its lines, on the exported tiny model, in a
     process where torch, fairseq and the plugin cannot be imported."""
@@ -187,7 +171,8 @@ def test_docs_serving_without_torch_runs_as_written(exported, tmp_path):
     blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
     snippet = next(b for b in blocks if "import ctranslate2" in b)
     script = tmp_path / "serve.py"
-    script.write_text(NO_TORCH + snippet.replace('"models/unmt', f'"{exported}'))
+    blocked = blocking("torch", "fairseq", "fairseq_cli", "xlm_fairseq")
+    script.write_text(blocked + snippet.replace('"models/unmt', f'"{exported}'))
     proc = run([sys.executable, script], cwd=ROOT)
     outputs = ast.literal_eval(proc.stdout.strip().splitlines()[-1])  # the snippet prints a list of str
     assert len(outputs) == 2 and all(isinstance(o, str) for o in outputs), proc.stdout
