@@ -95,8 +95,8 @@ def cell(value: Any, fmt: Optional[str]) -> str:
     if isinstance(value, float):
         if "e" in repr(value):
             return repr(value)
-        whole, _, frac = repr(value).partition(".")
-        return f"{int(whole):,}" + (f".{frac}" if frac != "0" else "")
+        whole, _, frac = repr(abs(value)).partition(".")
+        return ("-" if value < 0 else "") + f"{int(whole):,}" + (f".{frac}" if frac != "0" else "")
     if isinstance(value, list):
         return ", ".join(cell(v, None) for v in value)
     return str(value)

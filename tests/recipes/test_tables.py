@@ -66,6 +66,17 @@ def test_a_table_is_written_from_its_records(root):
     assert tables.stale([doc], root) == []
 
 
+def test_numbers_keep_their_sign_and_digits():
+    assert [tables.cell(v, None) for v in (-0.3, -1234.5, 0.0, 2.0, 12345, 1e-05)] == [
+        "-0.3",
+        "-1,234.5",
+        "0",
+        "2",
+        "12,345",
+        "1e-05",
+    ]
+
+
 def test_where_selects_records(root):
     spec = dict(SPEC, where={"machine": ["gpu", "tpu"]})
     assert tables.render(spec, root).count("\n") == 3  # header, rule, one row
