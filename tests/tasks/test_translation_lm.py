@@ -162,6 +162,101 @@ def test_validation_means_the_directions_and_the_log_file_has_each_line_once(dat
     assert [int(json.loads(line)["epoch"]) for line in written] == [1, 2, 3]  # once each
 
 
+def _without_parallel_valid(data_bin, dest):
+    """A copy of the data-bin without its parallel valid sets (monolingual valid text kept)."""
+    dest.mkdir()
+    for f in data_bin.iterdir():
+        if not (f.name.startswith("valid.") and f.name.count(".") == 3):  # valid.en-de.en.bin
+            (dest / f.name).symlink_to(f)
+    return dest
+
+
+def test_without_parallel_valid_text_round_trips_choose_the_checkpoint(pretrained, data_bin, tmp_path):
+    """No parallel valid text: each direction's round trip on monolingual valid text (en -> de -> en,
+    greedy) is validated instead, its BLEU back and how much the translation copies its source; their
+    means choose the checkpoint. --valid-roundtrip adds them beside parallel validation."""
+    bare = _without_parallel_valid(data_bin, tmp_path / "bin")
+    args = [*UNMT_ARGS, "--langs", "de,en", "--ae-steps", "de,en", "--bt-steps", "de-en-de,en-de-en"]
+    args += ["--max-update", "20", "--validate-interval-updates", "10", "--save-interval-updates", "10"]
+    args += ["--log-interval", "1"]
+    args += ["--pretrained-xlm-checkpoint", pretrained]
+    proc = fairseq(
+        "train",
+        bare,
+        *args,
+        "--best-checkpoint-metric",
+        "roundtrip_score",
+        "--maximize-best-checkpoint-metric",
+        "--save-dir",
+        tmp_path / "ckpt",
+    )
+    log = proc.stdout + proc.stderr
+    assert "validated by its round trip bt_de-en-de" in log
+    valid = json_logs(log, "valid")
+    assert len(valid) == 2
+    for v in valid:
+        assert not any(k.startswith("valid_mt_") or k == "valid_bleu_mean" for k in v), v
+        trips = ("de-en-de", "en-de-en")
+        for trip in trips:
+            for metric in ("bleu", "bleu_tok", "bleu_copy"):
+                assert 0 <= float(v[f"valid_{metric}_{trip}"]) <= 100, (metric, trip)
+            assert float(v[f"valid_bt_{trip}_ppl"]) > 1
+        mean = sum(float(v[f"valid_bleu_tok_{t}"]) for t in trips) / 2
+        copy = sum(float(v[f"valid_bleu_copy_{t}"]) for t in trips) / 2
+        assert float(v["valid_roundtrip_bleu"]) == pytest.approx(mean, abs=0.01)
+        assert float(v["valid_roundtrip_copy"]) == pytest.approx(copy, abs=0.01)
+        assert float(v["valid_roundtrip_score"]) == pytest.approx(mean - copy, abs=0.02)
+    best = max(float(v["valid_roundtrip_score"]) for v in valid)
+    assert float(valid[-1]["valid_best_roundtrip_score"]) == best
+    assert (tmp_path / "ckpt" / "checkpoint_best.pt").is_file()
+
+    # with parallel valid text, round trips beside it on request, and the choice may be either
+    proc = fairseq(
+        "train",
+        data_bin,
+        *args,
+        "--max-update",
+        "10",
+        "--valid-roundtrip",
+        "--best-checkpoint-metric",
+        "roundtrip_score",
+        "--maximize-best-checkpoint-metric",
+        "--save-dir",
+        tmp_path / "both",
+    )
+    (v,) = json_logs(proc.stdout + proc.stderr, "valid")
+    assert {"valid_bleu_de-en", "valid_bleu_tok_mean", "valid_bleu_de-en-de", "valid_roundtrip_score"} <= set(v)
+
+
+def test_round_trips_beside_parallel_validation_need_the_option(pretrained, data_bin, tmp_path):
+    """With parallel valid text and no --valid-roundtrip, a round trip's checkpoint metric is refused
+    before training, in one line that names the option."""
+    proc = fairseq(
+        "train",
+        data_bin,
+        *UNMT_ARGS,
+        "--langs",
+        "de,en",
+        "--ae-steps",
+        "de,en",
+        "--bt-steps",
+        "de-en-de,en-de-en",
+        "--max-update",
+        "5",
+        "--pretrained-xlm-checkpoint",
+        pretrained,
+        "--best-checkpoint-metric",
+        "roundtrip_score",
+        "--save-dir",
+        tmp_path / "ckpt",
+        ok=False,
+    )
+    assert proc.returncode != 0
+    (line,) = [x for x in proc.stderr.splitlines() if "--best-checkpoint-metric roundtrip_score" in x]
+    assert "bleu_tok_mean" in line and "--valid-roundtrip" in line
+    assert not (tmp_path / "ckpt" / "checkpoint_last.pt").exists()
+
+
 @pytest.mark.slow
 def test_resume_continues_the_schedule(unmt, pretrained, data_bin, tmp_path):
     import shutil

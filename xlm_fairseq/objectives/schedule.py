@@ -144,10 +144,13 @@ class XLMLoop:
         return plan[slot : slot + 1], iteration
 
 
-def run_objectives(sample, model, criterion, objectives, weights=None, optimizer=None, ignore_grad=False):
+def run_objectives(
+    sample, model, criterion, objectives, weights=None, optimizer=None, ignore_grad=False, prepared=None
+):
     """Loss of each of the ``objectives`` on its batch of ``sample`` (after the objective's
     ``prepare``; times its weight in ``weights``, by key), back-propagated one by one when training
-    (so only one objective's graph is alive at a time).
+    (so only one objective's graph is alive at a time). ``prepared``, a dict, receives each objective's
+    batch after ``prepare`` by key (validation scores the back-translations it made).
 
     Objectives weigh the same whatever their batch holds (XLM's mean token loss per objective),
     while what is back-propagated is a *summed* loss, fairseq's convention, which keeps fp16
@@ -168,6 +171,8 @@ def run_objectives(sample, model, criterion, objectives, weights=None, optimizer
     def forward(objective):
         with torch.autocast(device_type=device.type, enabled=amp):
             batch = objective.prepare(model, sample[objective.key])
+            if prepared is not None:
+                prepared[objective.key] = batch
             loss, ntokens, log = criterion(model, batch, key=objective.key)
         ntokens = ntokens.clamp(min=1)
         common_size = totals["common_size"] = ntokens if totals["common_size"] is None else totals["common_size"]

@@ -104,9 +104,12 @@ class XLMTask(XLMDataTask):
             )
         return task
 
-    def build_objectives(self, split, epoch, objectives) -> Tuple[Dict[str, Built], Dict[str, MissingData]]:
+    def build_objectives(
+        self, split, epoch, objectives, quiet=False
+    ) -> Tuple[Dict[str, Built], Dict[str, MissingData]]:
         """Each objective's dataset of ``split``: (key -> what it built, key -> the data it lacks).
-        Training needs every objective's data; validation leaves out those without."""
+        Training needs every objective's data; validation leaves out those without (``quiet``: the
+        caller says so)."""
         if split == "train" and not objectives:
             flags = [f"--{option.replace('_', '-')}" for option in objective_options(self.config_class)]
             raise XLMUserError(f"nothing to train: give {', '.join(flags[:-1])} and/or {flags[-1]}")
@@ -117,7 +120,8 @@ class XLMTask(XLMDataTask):
             except MissingData as lack:
                 if split == "train":
                     raise XLMUserError(str(lack)) from None
-                logger.warning(f"{lack}: {objective.key} is not validated")
+                if not quiet:
+                    logger.warning(f"{lack}: {objective.key} is not validated")
                 missing[objective.key] = lack
                 continue
             if split == "train":

@@ -31,12 +31,12 @@ from preprocess.langs import parse_steps
 from preprocess.segment import check_bleu
 from xlm_fairseq.data.translation import LangTagDataset, cut_to_positions
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.evaluation.bleu import batch_bleu_stats, reduce_bleu
+from xlm_fairseq.evaluation.bleu import ROUNDTRIP_METRICS, batch_bleu_stats, reduce_bleu
 from xlm_fairseq.generation import XLMSequenceGenerator
 from xlm_fairseq.objectives.base import MissingData
 from xlm_fairseq.objectives.keys import ObjectiveKey
 from xlm_fairseq.objectives.schedule import bare_model, run_objectives
-from xlm_fairseq.objectives.translation import MachineTranslation
+from xlm_fairseq.objectives.translation import BackTranslation, MachineTranslation
 from xlm_fairseq.tasks.objective_task import XLMTask, XLMTaskConfig
 
 logger = logging.getLogger(__name__)
@@ -63,6 +63,14 @@ class TranslationLMConfig(XLMTaskConfig):
     valid_lang_pairs: str = field(
         default="",
         metadata={"help": "directions validated (loss and BLEU) on valid parallel data; default: all trained ones"},
+    )
+    valid_roundtrip: bool = field(
+        default=False,
+        metadata={
+            "help": "also validate the round trip of each validated direction src-tgt on monolingual valid text "
+            "({valid}.{src}: src -> tgt -> src, greedy), as a direction without parallel valid data always is: "
+            "roundtrip_bleu, roundtrip_copy and roundtrip_score, for choosing a checkpoint without parallel text"
+        },
     )
     # on by default: a bool field defaulting to True would make --eval-bleu a flag that turns it off
     no_eval_bleu: bool = field(
@@ -92,7 +100,7 @@ class TranslationLMTask(XLMTask):
     def set_langs(self, langs: str):
         """Also the validated directions, and -s/-t checked (once the languages are known)."""
         super().set_langs(langs)
-        self.valid_objectives = []
+        self.valid_objectives, self.roundtrip_objectives = [], []
         if not self.langs:
             return
         if self.cfg.valid_lang_pairs:
@@ -101,13 +109,15 @@ class TranslationLMTask(XLMTask):
             mt = [o.langs for o in self.objectives if o.family == "mt"]
             pairs = list(OrderedDict.fromkeys(mt + [o.langs[:2] for o in self.objectives if o.family == "bt"]))
         self.valid_objectives = [MachineTranslation(pair, self) for pair in pairs]
+        # without parallel valid text (or with --valid-roundtrip): back-translation's round trip a -> b -> a
+        self.roundtrip_objectives = [BackTranslation((a, b, a), self) for a, b in pairs]
         for lang in (self.cfg.source_lang, self.cfg.target_lang):
             if lang is not None and lang not in self.lang2id:
                 raise XLMUserError(f"-s/-t: language '{lang}' is not in --langs {','.join(self.langs)}")
 
     def objective(self, key: str):
         """Also the validated directions' (``mt_{src}-{tgt}``)."""
-        return {o.key: o for o in self.valid_objectives + self.objectives}[key]
+        return {o.key: o for o in self.valid_objectives + self.roundtrip_objectives + self.objectives}[key]
 
     # ---- data ----------------------------------------------------------------------------
 
@@ -131,12 +141,27 @@ class TranslationLMTask(XLMTask):
         if split == "train":
             built, missing = self.build_objectives(split, epoch, self.objectives)
         else:
-            built, missing = self.build_objectives(split, 1, self.valid_objectives)
+            built, missing = self.build_objectives(split, 1, self.valid_objectives, quiet=True)
+            trips = [
+                o
+                for o in self.roundtrip_objectives
+                if self.cfg.valid_roundtrip or f"mt_{o.langs[0]}-{o.langs[1]}" in missing
+            ]
+            trips_built, trips_missing = self.build_objectives(split, 1, trips, quiet=True)
+            built.update(trips_built)
+            missing.update(trips_missing)
+            for key, lack in missing.items():
+                a, b = ObjectiveKey.parse(key).langs[:2]
+                if key.startswith("mt_") and f"bt_{a}-{b}-{a}" in trips_built:
+                    logger.info(f"{lack}: {key} is validated by its round trip bt_{a}-{b}-{a}")
+                else:
+                    logger.warning(f"{lack}: {key} is not validated")
             if not built:
                 directions = ", ".join(o.name.direction for o in self.valid_objectives)
                 raise XLMUserError(
-                    f"no {split} parallel data for any of {directions or 'the trained directions'}"
-                    f" (validation needs {split}.{{src}}-{{tgt}}.*; use --disable-validation to train without)"
+                    f"no {split} data for any of {directions or 'the trained directions'}: validation needs "
+                    f"parallel {split}.{{src}}-{{tgt}}.* or, for round trips, monolingual {split}.{{src}}"
+                    " (use --disable-validation to train without)"
                 )
             if not self.cfg.no_eval_bleu:
                 for key in built:
@@ -200,11 +225,11 @@ class TranslationLMTask(XLMTask):
         model.eval()
         with torch.no_grad():
             objectives = [self.objective(key) for key in sample]
-            loss, sample_size, logs = run_objectives(sample, model, criterion, objectives)
+            prepared = {}  # the batches scored: a round trip's are its back-translations
+            loss, sample_size, logs = run_objectives(sample, model, criterion, objectives, prepared=prepared)
             if not self.cfg.no_eval_bleu:
-                for key, batch in sample.items():
-                    if batch:
-                        logs.update(self._bleu_stats(model, key, batch))
+                for key, batch in prepared.items():
+                    logs.update(self._bleu_stats(model, key, batch))
         return loss, sample_size, logs
 
     def _bleu_stats(self, model, key, batch):
@@ -215,8 +240,16 @@ class TranslationLMTask(XLMTask):
                 [raw], Namespace(beam=1, max_len_a=1.5, max_len_b=8, min_len=0)
             )
         hypos = self._valid_generator.generate([raw], batch)
+        # a round trip's source is the translation into the middle language: how much of it is copied
+        sources = batch["net_input"]["src_tokens"] if key.startswith("bt_") else None
         return batch_bleu_stats(
-            key, hypos, batch["target"], self.dictionary, self.text_pipeline(), self.cfg.eval_bleu_print_samples
+            key,
+            hypos,
+            batch["target"],
+            self.dictionary,
+            self.text_pipeline(),
+            self.cfg.eval_bleu_print_samples,
+            sources,
         )
 
     def reduce_metrics(self, logging_outputs, criterion):
@@ -227,9 +260,26 @@ class TranslationLMTask(XLMTask):
         """Also each validated direction's BLEU and their means (:mod:`xlm_fairseq.evaluation.bleu`)."""
         names = super().validation_metrics(validated)
         if not self.cfg.no_eval_bleu and validated:
-            directions = [ObjectiveKey.parse(k).direction for k in validated]
-            names += [f"bleu{t}_{d}" for d in directions for t in ("", "_tok")] + ["bleu_mean", "bleu_tok_mean"]
+            keys = [ObjectiveKey.parse(k) for k in validated]
+            translations = [k.direction for k in keys if k.family == "mt"]
+            trips = [k.direction for k in keys if k.family == "bt"]
+            names += [f"bleu{t}_{d}" for d in translations for t in ("", "_tok")]
+            names += ["bleu_mean", "bleu_tok_mean"] if translations else []
+            names += [f"bleu{t}_{d}" for d in trips for t in ("", "_tok", "_copy")]
+            names += list(ROUNDTRIP_METRICS) if trips else []
         return names
+
+    def check_validation(self, split, validated, missing):
+        try:
+            super().check_validation(split, validated, missing)
+        except XLMUserError as e:
+            metric = self.cfg.best_checkpoint_metric
+            if metric in ROUNDTRIP_METRICS and not any(k.startswith("bt_") for k in validated):
+                raise XLMUserError(
+                    f"{e}; round trips are validated for directions without parallel {split} data, or with "
+                    "--valid-roundtrip"
+                ) from None
+            raise
 
     def max_positions(self):
         return None  # the model's; training data is filtered by --max-sentence-len in load_dataset
