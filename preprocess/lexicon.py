@@ -32,7 +32,11 @@ import torch
 from preprocess.errors import ArgumentParser, UserError, run_command
 from preprocess.files import atomic_write
 
-TOKEN = re.compile(r"\w+(?:[-.]\w+)*|[^\w\s]")
+# a word's characters: letters, digits and the combining marks that Python's \w leaves out (Thai vowels and tones,
+# Devanagari signs), so that a word of those scripts stays one token
+_MARKS = "".join(re.escape(chr(c)) for c in range(0x300, 0x10000) if unicodedata.category(chr(c)).startswith("M"))
+_WORD = rf"[\w{_MARKS}]"
+TOKEN = re.compile(rf"{_WORD}+(?:[-.]{_WORD}+)*|[^\w{_MARKS}\s]")
 CSLS_K = 10
 TOP_K = (1, 5)
 WORDS, WINDOW, FREQUENT, ITERATIONS, RANK_RATIO = 8000, 15, 4000, 6, 4.0
@@ -205,6 +209,18 @@ class Lexicon:
         similarity = a @ b.T
         best = csls_scores(similarity, similarity, similarity.T).argmax(1).tolist()
         return {a_words[i]: b_words[keep_b[j]] for i, j in zip(keep_a, best)}
+
+
+def agreement(lexicon: Lexicon, to_tgt: Dict[str, str], to_src: Dict[str, str], frequent: int = BANDS[0]):
+    """How far a lexicon agrees with itself, with no dictionary to score it: the share (%) of the ``frequent``
+    most frequent words of each side that its translations ``to_tgt`` and ``to_src`` bring back to themselves
+    (src -> tgt -> src, tgt -> src -> tgt)."""
+
+    def share(words, there, back):
+        asked = [w for w in words if is_word(w)][:frequent]
+        return round(100.0 * sum(back.get(there.get(w, "")) == w for w in asked) / max(len(asked), 1), 1)
+
+    return share(lexicon.src_words, to_tgt, to_src), share(lexicon.tgt_words, to_src, to_tgt)
 
 
 def induce(

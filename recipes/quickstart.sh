@@ -13,18 +13,19 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon USES]] [--test PREFIX] [--precision P] [--fresh] [--work-dir DIR]
-                                  [--help]
+                                  [--keep-checkpoints] [--help]
 
   --tiny          a reduced run (a few minutes; what CI runs): fewer updates, a smaller test set
   --unsupervised  pure unsupervised MT, no pair seen: MLM pretraining (no TLM) and AE + back-translation
                   on the monolingual text and one half of each side of the pairs, with no line left
-                  whose translation is on the other side (default: semi-supervised, MLM+TLM, then MT
-                  on the pairs added to AE + BT)
+                  whose translation is on the other side; the checkpoint is chosen by round trips of
+                  held-out monolingual text, not by the valid pairs (default: semi-supervised,
+                  MLM+TLM, then MT on the pairs added to AE + BT)
   --lexicon USES  with --unsupervised, what a bilingual lexicon induced from the unpaired text (seconds)
                   feeds (train.sh --lexicon): some of tlm, mt, cs, emb comma-separated, or none; default
-                  emb, the LM's piece embeddings started from the lexicon's word vectors (tlm: TLM on
-                  every unpaired line beside its word-by-word translation; mt: those pairs as MT fading
-                  out; cs: code-switched copies for MLM; recipes/README.md compares them)
+                  train.sh's, emb: the LM's piece embeddings started from the lexicon's word vectors
+                  (tlm: TLM on every unpaired line beside its word-by-word translation; mt: those pairs
+                  as MT fading out; cs: code-switched copies for MLM; recipes/README.md compares them)
   --test PREFIX   also score raw PREFIX.de / PREFIX.en (line-aligned, your own held-out text), beside
                   copying its source; the shipped test set is scored in any case
   --precision P   pretraining's number format: auto (default: bf16 where the CPU multiplies bf16 in hardware,
@@ -33,6 +34,7 @@ usage: bash recipes/quickstart.sh [--tiny] [--unsupervised [--lexicon USES]] [--
                   --unsupervised in P too: its back-translation runs 20 % faster in bf16)
   --fresh         delete the work directory's previous results first
   --work-dir DIR  where data-bin, checkpoints and outputs go (default: runs/quickstart[-tiny][-unsupervised[-lexicon-USES]])
+  --keep-checkpoints  keep every checkpoint translation validates (train.sh --keep-checkpoints)
 
 It runs: bash recipes/train.sh --langs de,en --pairs en-de=SAMPLE/train.en-de --mono en=SAMPLE/mono.en
 --mono de=SAMPLE/mono.de --valid en-de=SAMPLE/valid.en-de --test en-de=SAMPLE/test.en-de --minutes 30
@@ -65,6 +67,7 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] && [[ "$2" =~ ^(auto|fp32|bf16)$ ]] || die "--precision needs auto, fp32 or bf16"
       ARGS+=(--precision "$2"); shift ;;
     --fresh) ARGS+=(--fresh) ;;
+    --keep-checkpoints) ARGS+=(--keep-checkpoints) ;;
     --work-dir) [ $# -ge 2 ] || die "--work-dir needs a directory"; WORK="$2"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
@@ -74,9 +77,9 @@ done
 
 if [ -n "$USES" ]; then
   [ "$SUFFIX" = -unsupervised ] || die "--lexicon goes with --unsupervised (with pairs, TLM reads the real ones)"
-  [ "$USES" = emb ] || LEXICON="-lexicon-${USES//,/-}"
+  LEXICON="-lexicon-${USES//,/-}"
+  ARGS+=(--lexicon "$USES")
 fi
-[ "$SUFFIX" = -unsupervised ] && [ "${USES:-emb}" != none ] && ARGS+=(--lexicon "${USES:-emb}")
 
 SAMPLE="$ROOT/recipes/data/en-de-docs"
 export XLM_FAIRSEQ_RECIPE=quickstart

@@ -31,7 +31,7 @@ from recipes.lib import stages
 from recipes.lib.corpus import prepared_text, words_and_characters
 from recipes.lib.inputs import Inputs
 from recipes.lib.lm_start import LMStart
-from recipes.lib.plan import LEXICON_DEFAULT, make_plan, parse_lexicon
+from recipes.lib.plan import default_lexicon, make_plan, parse_lexicon
 from recipes.lib.training_run import TrainingRun
 
 
@@ -98,16 +98,13 @@ def build_parser(name: str = "train") -> argparse.ArgumentParser:
     )
     add(
         "--lexicon",
-        nargs="?",
-        const=LEXICON_DEFAULT,
-        default="",
         metavar="USES",
-        help="with --unsupervised: induce a bilingual lexicon of each pair from its unpaired text "
-        "(xlm-fairseq-lexicon induce) and use it, comma-separated: tlm, every line beside its word-by-word "
+        help="with --unsupervised: what a bilingual lexicon induced for each pair from its unpaired text "
+        "(xlm-fairseq-lexicon induce) feeds, comma-separated: tlm, every line beside its word-by-word "
         "translation for TLM in pretraining; mt, the same pairs for MT fading out in the first translation "
         "updates; cs, a code-switched copy of every line (a quarter of its translatable words replaced) for "
-        "MLM; emb, the LM's piece embeddings initialised from the lexicon's word vectors (one pair) "
-        f"(default {LEXICON_DEFAULT}; e.g. --lexicon tlm,cs)",
+        "MLM; emb, the LM's piece embeddings initialised from the lexicon's word vectors (one pair); none "
+        "(default: emb with one pair, tlm with several)",
     )
     add(
         "--lm",
@@ -137,6 +134,12 @@ def build_parser(name: str = "train") -> argparse.ArgumentParser:
         action="store_true",
         help="a pipeline check in a few minutes (what CI runs): short inputs, capped updates",
     )
+    add(
+        "--keep-checkpoints",
+        action="store_true",
+        help="keep every checkpoint translation validates (checkpoints/translate/checkpoint_EPOCH_UPDATES.pt), not "
+        "only the best and the last: to compare them (python -m recipes.criterion)",
+    )
     add("--fresh", action="store_true", help="delete the work directory's previous results first")
     add("--plan", action="store_true", help="check the inputs, print the split and the plan, and stop (writes nothing)")
     add("--work-dir", required=True, help="where everything goes")
@@ -165,14 +168,16 @@ def main(argv=None) -> int:
             raise UserError(f"--minutes {args.minutes:g}: a positive number of minutes")
         if args.vocab_size is not None and args.vocab_size < 100:
             raise UserError(f"--vocab-size {args.vocab_size}: at least 100")
-        lexicon = parse_lexicon(args.lexicon)
-        if lexicon and not args.unsupervised:
+        if args.lexicon is not None and not args.unsupervised:
             raise UserError("--lexicon goes with --unsupervised (with pairs, TLM reads the real ones)")
+        lexicon = parse_lexicon(args.lexicon) if args.lexicon is not None else ()
         work = Path(args.work_dir)
         if work.exists() and not work.is_dir():
             raise UserError(f"--work-dir {work}: exists and is not a directory")
         lm = LMStart(args.lm) if args.lm else None
         inputs = Inputs(args, kept=lm.langs if lm else ())
+        if args.unsupervised and args.lexicon is None:
+            lexicon = default_lexicon(len(inputs.pairs), lm is not None)
         if lm:
             lm.check_langs(inputs.langs)
             if args.vocab_size is not None or args.segment:
@@ -184,12 +189,10 @@ def main(argv=None) -> int:
             segmenter(seg)
         if "emb" in lexicon and (len(inputs.pairs) > 1 or lm):
             raise UserError("--lexicon emb: one pair and no --lm (each pair's lexicon is a space of its own)")
-        if lexicon and segmenters:
-            raise UserError(f"--lexicon reads words between spaces; {', '.join(segmenters)} would need a segmenter")
         for a, b in inputs.pairs:
             for lang in (a, b):
                 check_bleu(lang, f"--pairs {a}-{b}")
-        text = prepared_text(inputs, args, lexicon)
+        text = prepared_text(inputs, args, lexicon, segmenters)
         # sizes from the real text: the word-by-word pairs of --lexicon repeat it
         words, characters = words_and_characters({**text, "train": {} if lexicon else text["train"]}, segmenters)
     except UserError as e:

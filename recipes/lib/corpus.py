@@ -195,34 +195,49 @@ def unpaired(mono: Dict[str, List[str]], corpora: Sequence[Pairs]) -> Tuple[Dict
     return text, dict(dropped)
 
 
-def lexicon_text(mono: Dict[str, List[str]], keys: Sequence[Tuple[str, str]], uses: Sequence[str], notes: List[str]):
+def lexicon_text(
+    mono: Dict[str, List[str]],
+    keys: Sequence[Tuple[str, str]],
+    uses: Sequence[str],
+    notes: List[str],
+    segmenters: Optional[Dict[str, str]] = None,
+):
     """({pair: Pairs}, {lang: lines}, {pair: Lexicon}) from a lexicon induced for each pair from its two
     languages' unpaired text (``preprocess/lexicon.py``): every line of that text beside its word-by-word
     translation (for TLM and MT, ``--lexicon tlm,mt``), every line code-switched by it (for MLM, ``cs``), and the
-    lexicon itself (its word vectors, ``emb``); no line of a real pair is read."""
-    from preprocess.lexicon import induce
+    lexicon itself (its word vectors, ``emb``); no line of a real pair is read. A language of ``segmenters``
+    (a script without spaces) is read as its segmenter's words, and its lines are given in them."""
+    from preprocess.lexicon import agreement, induce
+    from preprocess.segment import segment
     from recipes.lib.word_by_word import CODE_SWITCH_RATE, code_switched, pseudo_pairs
 
-    pairs, switched, lexicons = {}, defaultdict(list), {}
+    segmenters = segmenters or {}
+    words = {
+        lang: [segment(line, segmenters[lang]) for line in mono[lang]] if lang in segmenters else mono[lang]
+        for lang in {x for key in keys for x in key}
+    }
+    pairs, switched, lexicons, agrees = {}, defaultdict(list), {}, {}
     rng = random.Random(1)
     for a, b in keys:
         start = time.time()
-        lexicons[(a, b)] = induced = induce(a, mono[a], b, mono[b])
+        lexicons[(a, b)] = induced = induce(a, words[a], b, words[b])
         to_b, to_a = induced.translations(), induced.translations(reverse=True)
         made = []
         if "tlm" in uses or "mt" in uses:
-            pairs[(a, b)] = Pairs(a, b, *pseudo_pairs(mono[a], mono[b], to_b, to_a))
+            pairs[(a, b)] = Pairs(a, b, *pseudo_pairs(words[a], words[b], to_b, to_a))
             made.append(f"{len(pairs[(a, b)])} word-by-word pairs")
         if "cs" in uses:
             for lang, other in ((a, to_b), (b, to_a)):
-                switched[lang] += [code_switched(line, other, CODE_SWITCH_RATE, rng) for line in mono[lang]]
+                switched[lang] += [code_switched(line, other, CODE_SWITCH_RATE, rng) for line in words[lang]]
             made.append(f"{len(mono[a]) + len(mono[b])} lines code-switched")
+        agrees[(a, b)] = agreed = agreement(induced, to_b, to_a)
         notes.append(
             f"lexicon {a}-{b}: {len(to_b)} {a} and {len(to_a)} {b} words from the unpaired text (seeded by "
-            f"{induced.seeds} strings spelled alike), {' and '.join(made + ['its word vectors'] * ('emb' in uses))}, "
-            f"{time.time() - start:.0f} s"
+            f"{induced.seeds} strings spelled alike; of the 1,000 most frequent words, {agreed[0]:.0f} % of {a}'s "
+            f"and {agreed[1]:.0f} % of {b}'s come back to themselves translated there and back), "
+            f"{' and '.join(made + ['its word vectors'] * ('emb' in uses))}, {time.time() - start:.0f} s"
         )
-    return pairs, dict(switched), lexicons
+    return pairs, dict(switched), lexicons, agrees
 
 
 def unpaired_leaks(text: Dict[str, List[str]], corpora: Sequence[Pairs]) -> int:
@@ -245,18 +260,21 @@ def held_cap(args):
     return TINY["held_lines"] if args.tiny else None
 
 
-def prepared_text(inputs, args, lexicon: Sequence[str] = ()) -> dict:
+def prepared_text(inputs, args, lexicon: Sequence[str] = (), segmenters: Optional[Dict[str, str]] = None) -> dict:
     """``lexicon``: with --unsupervised, the uses of a lexicon induced from the unpaired text (``parse_lexicon``).
     What each split gets: {"train": {pair: Pairs}, "mono": {lang: lines}, "switched": {lang: code-switched
     lines for MLM only}, "lexicons": {pair: Lexicon}, "valid"/"test": {pair: Pairs}, "notes": [...]}; the
     held-out sets split off where none were given, and their sentences kept out of the training text."""
     notes, held = [], {"valid": {}, "test": {}}
-    rest, train, switched, lexicons = {}, {}, {}, {}
+    rest, train, switched, lexicons, agrees = {}, {}, {}, {}, {}
     cap = held_cap(args)
     for key, pairs in inputs.pairs.items():
-        need = {split: key not in inputs.held[split] for split in held}
+        # without parallel text (--unsupervised from --mono alone) the held-out sets are the user's, if any
+        need = {split: key not in inputs.held[split] and inputs.parallel for split in held}
         rest[key], valid, test = split_held_out(pairs, need["valid"], need["test"], cap)
         for split, got in (("valid", valid), ("test", test)):
+            if got is None and key not in inputs.held[split]:
+                continue
             held[split][key] = got if got is not None else inputs.held[split][key]
             if got is not None:
                 notes.append(f"{split} {key[0]}-{key[1]}: {len(got)} pairs split off as blocks of {BLOCK} lines")
@@ -287,8 +305,6 @@ def prepared_text(inputs, args, lexicon: Sequence[str] = ()) -> dict:
             f"unpaired: {kept}" + (f" ({lost} lines dropped as translations of the other side)" if lost else "")
         )
         train = {}  # no real pair
-        if lexicon:
-            train, switched, lexicons = lexicon_text(mono, list(inputs.pairs), lexicon, notes)
     else:
         for lang in inputs.langs:
             if lang not in mono:
@@ -296,11 +312,20 @@ def prepared_text(inputs, args, lexicon: Sequence[str] = ()) -> dict:
                     dict.fromkeys(s for p in train.values() if lang in (p.src, p.tgt) for s in p.side(lang))
                 )
     valid_mono = {}
-    for lang in inputs.langs:  # a language in no pair (a pretrained LM's, kept): MLM's validation from its text
-        if not any(lang in key for key in inputs.pairs) and mono.get(lang):
-            n = min(cap or 500, max(len(mono[lang]) // 40, 1))
-            valid_mono[lang], mono[lang] = mono[lang][:n], mono[lang][n:]
-            notes.append(f"valid {lang}: its first {n} lines (a language in no pair: MLM's validation)")
+    validated = {lang for pairs in held["valid"].values() for lang in (pairs.src, pairs.tgt)}
+    for lang in inputs.langs:
+        # a language without a valid pair (monolingual text only, or a pretrained LM's language kept):
+        # blocks of its text validate MLM and translation's round trips
+        if lang not in validated and mono.get(lang):
+            lines = mono[lang]
+            taken = set(held_out_blocks(len(lines), VALID_SHARE, VALID_MAX, 0.75, cap))
+            if not taken:
+                continue
+            valid_mono[lang] = [line for i, line in enumerate(lines) if i in taken]
+            mono[lang] = [line for i, line in enumerate(lines) if i not in taken]
+            notes.append(f"valid {lang}: {len(taken)} lines of its text split off as blocks of {BLOCK} lines")
+    if args.unsupervised and lexicon:  # from the training text only
+        train, switched, lexicons, agrees = lexicon_text(mono, list(inputs.pairs), lexicon, notes, segmenters)
     for lang in inputs.langs:
         if not any(line.strip() for line in mono.get(lang, [])):
             raise UserError(f"no training text left in {lang} once valid and test sets are taken out")
@@ -309,6 +334,7 @@ def prepared_text(inputs, args, lexicon: Sequence[str] = ()) -> dict:
         "mono": mono,
         "switched": switched,
         "lexicons": lexicons,
+        "lexicon_agreement": agrees,
         "valid": held["valid"],
         "test": held["test"],
         "valid_mono": valid_mono,

@@ -3,12 +3,15 @@ which ``scripts/setup.sh`` installs); without it a recipe says so in one line an
 
 * a training run (``recipes/train.sh``, the quickstart): full-mask perplexity per language against minutes
   of pretraining, validation BLEU per direction against minutes of translation, beside copying the
-  source; from the stages' fairseq logs (the wall clock of the training line before each validation);
+  source (unsupervised: the round trips of held-out text); from the stages' fairseq logs (the wall clock
+  of the training line before each validation);
 * ablation: test BLEU per run, both directions, beside copying (``results.json``);
 * scale: full-mask perplexity and the contextual lexicon probe against CPU-minutes, one line per
   pretraining configuration (``results.json``);
 * lexicon: unsupervised lexicon induction's P@1 against the text's size, one line per method, beside
   the 20 % gate (``recipes/results/lexicon-*.json``);
+* criterion: test BLEU of every checkpoint of unsupervised runs against the round trips that choose
+  among them, and against parallel validation (``recipes/results/criterion-*.json``);
 * xcls: German zero-shot accuracy, the lexicon probe (frequent words) and the LM's sentence
   retrieval against the LM budget, one line per pretraining, beside random init and TF-IDF
   (``results.json``)."""
@@ -87,22 +90,27 @@ def training_run(work: Path, name: str) -> Optional[Path]:
     if plt is None:
         return None
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    logs = {stage: work / "logs" / f"{stage}.log" for stage in ("pretrain", "translate")}
+    texts = {k: log.read_text(encoding="utf-8", errors="replace") if log.is_file() else "" for k, log in logs.items()}
+    trips = "roundtrip_score" in texts["translate"]  # without pairs: the round trips chose the checkpoint
     for axis, stage, metric, title in (
         (left, "pretrain", r"^mlm_.+_fullmask_ppl$", "pretraining: full-mask perplexity"),
-        (right, "translate", r"^bleu_(?!tok_|mean)", "translation: validation BLEU"),
+        (right, "translate", r"^roundtrip_" if trips else r"^bleu_(?!tok_|mean)", "translation: validation BLEU"),
     ):
-        log = work / "logs" / f"{stage}.log"
-        curves = validation_curves(log.read_text(encoding="utf-8", errors="replace"), metric) if log.is_file() else {}
+        curves = validation_curves(texts[stage], metric)
         for key, points in sorted(curves.items()):
             axis.plot(*zip(*points), marker="o", markersize=3, label=key)
         axis.set_title(title)
         axis.set_xlabel("minutes")
     left.set_yscale("log")
-    copies = {
-        f.name[len("copy.") : -len(".txt")]: float(f.read_text())
-        for f in sorted((work / "out" / "test").glob("copy.*.txt"))
-    }
-    _copy_baselines(right, copies, " (test)")
+    if trips:
+        right.set_title("translation: round trips of held-out text (tokenised BLEU)")
+    else:  # validation and test BLEU on one scale: copying the test's source
+        copies = {
+            f.name[len("copy.") : -len(".txt")]: float(f.read_text())
+            for f in sorted((work / "out" / "test").glob("copy.*.txt"))
+        }
+        _copy_baselines(right, copies, " (test)")
     _legends(left, right)
     return _save(fig, work / "figures" / f"{name}.png")
 
@@ -169,6 +177,32 @@ def lexicon(record: dict, path: Path) -> Optional[Path]:
         axis.set(title=f"among the {title}", xlabel="text, M words a language")
     axes[0].set_ylabel("CSLS P@1 de→en (%)")
     _legends(*axes, fontsize=7)
+    return _save(fig, path)
+
+
+def criterion(record: dict, path: Path) -> Optional[Path]:
+    """Greedy test BLEU (mean of both directions) of every kept checkpoint against its round-trip score
+    (left) and its parallel valid pairs' BLEU (right), one line per run in update order, the checkpoint
+    each chooses circled (``python -m recipes.criterion``)."""
+    plt = pyplot()
+    if plt is None:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    for axis, key, title in (
+        (axes[0], "roundtrip_score", "round trips of monolingual text: roundtrip_score"),
+        (axes[1], "valid_bleu_tok", "parallel valid pairs: tokenised BLEU (greedy)"),
+    ):
+        for k, run in enumerate(record["runs"]):
+            rows = run["checkpoints"]
+            label = f"{run['run'].get('command', '?').split('--work-dir')[-1].strip()[-28:]}"
+            line = axis.plot([r[key] for r in rows], [r["test_greedy_mean"] for r in rows], marker="o", label=label)
+            best = max(rows, key=lambda r: r[key])
+            axis.plot(
+                [best[key]], [best["test_greedy_mean"]], "o", markersize=11, fillstyle="none", color=line[0].get_color()
+            )
+        axis.set(title=title, xlabel=key)
+    axes[0].set_ylabel("test BLEU, greedy, mean of both directions")
+    _legends(axes[0], fontsize=6)
     return _save(fig, path)
 
 

@@ -43,13 +43,32 @@ class Inputs:
             self.mono[lang] += corpus.read_text(path, "--mono", tiny.get("mono_lines"))
             self.sources.append(("--mono", path))
             note(lang)
+        if known is not None:
+            missing = [lang for lang in known if lang not in self.langs]
+            if missing:
+                raise UserError(f"--langs: no text in {','.join(missing)} (give --pairs or --mono for it)")
+            self.langs = list(known)
+        self.parallel = bool(self.pairs)  # False: monolingual text only, which --unsupervised trains from
+        if not self.parallel:
+            if not args.unsupervised:
+                raise UserError(
+                    "--pairs: no parallel text; give --pairs SRC-TGT=PREFIX, or --unsupervised to train from "
+                    "--mono text alone"
+                )
+            if not self.langs:
+                raise UserError("no text: give --mono LANG=FILE for each language (or --pairs SRC-TGT=PREFIX)")
+            if len(self.langs) < 2:
+                raise UserError(f"--mono: text in {self.langs[0]} only; translation needs two languages")
+            # every two languages make a pair, with no line of parallel text
+            self.pairs = {(a, b): Pairs(a, b, [], []) for i, a in enumerate(self.langs) for b in self.langs[i + 1 :]}
         for split in ("valid", "test"):
             for value in getattr(args, split):
                 _, key, prefix = corpus.parse_assignment(value, f"--{split}", "SRC-TGT=PREFIX")
                 a, b = corpus.parse_pair(key, f"--{split}", known)
                 found = corpus.same_pair(self.pairs, a, b)
                 if found is None:
-                    raise UserError(f"--{split} {value!r}: no --pairs {a}-{b} to go with it")
+                    lacking = f"--pairs {a}-{b}" if self.parallel else f"--mono text of both {a} and {b}"
+                    raise UserError(f"--{split} {value!r}: no {lacking} to go with it")
                 if found in self.held[split]:
                     raise UserError(f"--{split} {value!r}: {a}-{b} has a --{split} set already")
                 self.held[split][found] = corpus.read_pairs(prefix, *found, f"--{split}", tiny.get("held_lines"))
@@ -60,7 +79,7 @@ class Inputs:
             found = corpus.same_pair(self.pairs, a, b)
             if name is None or found is None or name in ("test", "valid") or name in {s[0] for s in self.scores}:
                 raise UserError(
-                    f"--score {value!r}: expected NAME:SRC-TGT=PREFIX, a new NAME (not test) and a pair of --pairs"
+                    f"--score {value!r}: expected NAME:SRC-TGT=PREFIX, a new NAME (not test) and a pair of the run"
                 )
             self.scores.append((name, corpus.read_pairs(prefix, *found, "--score"), prefix))
         for value in args.dict:
@@ -70,13 +89,6 @@ class Inputs:
                 raise UserError(f"--dict {value!r}: {a} and {b} must both be languages of the run")
             corpus.read_text(path, "--dict")
             self.dicts.append((a, b, path))
-        if known is not None:
-            missing = [lang for lang in known if lang not in self.langs]
-            if missing:
-                raise UserError(f"--langs: no text in {','.join(missing)} (give --pairs or --mono for it)")
-            self.langs = list(known)
-        if not self.pairs:
-            raise UserError("--pairs: no parallel text; validation and scoring need some (give --pairs SRC-TGT=PREFIX)")
         lonely = [lang for lang in self.langs if not any(lang in p for p in self.pairs) and lang not in kept]
         if lonely:
             raise UserError(f"--mono {lonely[0]}: a language in no pair has no direction to translate (add --pairs)")

@@ -54,6 +54,9 @@ TINY = dict(
     held_lines=100,
 )
 FULL = dict(pretrain_updates=1_000_000, translate_updates=1_000_000, valid_every=2000, bt_from=600)
+# translation's validations without pairs: the round trips choose the checkpoint, so they come often, about
+# 7 in the quickstart's 20 minutes, each of a few decodes of the valid text (epochs are as short as 200 updates)
+ROUNDTRIP_EVERY = 500
 
 
 def choose_size(pretrain_minutes: float, train_tokens: float) -> Tuple[ModelSize, str]:
@@ -117,6 +120,20 @@ class Plan:
         # fp32 with pairs (bf16 bought 13 % more updates and level BLEU); without, the updates are mostly greedy
         # back-translation, which bf16 speeds more (recipes/README.md, --unsupervised)
         return self.precision if self.supervision == "unsupervised" else "fp32"
+
+    @property
+    def checkpoint_metric(self) -> str:
+        """What chooses the translation checkpoint scored and exported: with pairs, the mean tokenised BLEU of
+        the valid pairs; without, the round trips of monolingual valid text (their BLEU back less what the
+        translations copy, ``roundtrip_score``): no parallel text is read, in validation either."""
+        return "bleu_tok_mean" if self.supervision == "semi" else "roundtrip_score"
+
+    @property
+    def translate_valid_every(self) -> Optional[int]:
+        """Updates between translation's validations; None: at the end of every epoch (with pairs)."""
+        if self.supervision == "semi":
+            return None
+        return self.valid_every if self.tiny else ROUNDTRIP_EVERY
 
     @property
     def directions(self) -> List[Tuple[str, str]]:
@@ -186,15 +203,26 @@ class Plan:
 
 
 LEXICON_USES = ("tlm", "mt", "cs", "emb")
-LEXICON_DEFAULT = "tlm"
+
+
+def default_lexicon(pairs: int, from_lm: bool = False) -> Tuple[str, ...]:
+    """--unsupervised's uses of the induced lexicon when --lexicon is not given: the LM's piece embeddings from
+    its word vectors with one pair (recipes/README.md, "A lexicon from the unpaired text"), TLM on word-by-word
+    pairs with several or from a pretrained LM (each pair's lexicon is a space of its own; an LM has its
+    embeddings)."""
+    return ("emb",) if pairs == 1 and not from_lm else ("tlm",)
 
 
 def parse_lexicon(value: str) -> tuple:
-    """--lexicon's uses of the induced lexicon (recipes/train.py)."""
+    """--lexicon's uses of the induced lexicon (recipes/train.py); ``none``: no lexicon."""
+    if value == "none":
+        return ()
     uses = tuple(x for x in value.split(",") if x)
     unknown = [x for x in uses if x not in LEXICON_USES]
     if unknown or len(set(uses)) != len(uses):
-        raise UserError(f"--lexicon {value}: expected some of {', '.join(LEXICON_USES)}, comma-separated, once each")
+        raise UserError(
+            f"--lexicon {value}: expected some of {', '.join(LEXICON_USES)}, comma-separated, once each, or none"
+        )
     return uses
 
 

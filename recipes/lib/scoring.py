@@ -32,35 +32,44 @@ def test_sets(run) -> List[Tuple[str, Path, str, Pairs, Path]]:
     --score sets, each in a data-bin of its own encoded with the run's vocabulary."""
     sets = [("test", run.data, "test", pairs, run.raw / f"test.{a}-{b}") for (a, b), pairs in run.text["test"].items()]
     for name, pairs, prefix in run.inputs.scores:
-        digest = hashlib.sha256("\n".join(pairs.src_lines + pairs.tgt_lines).encode()).hexdigest()[:12]
-        bin_dir = run.work / f"test-bin-{digest}"
-        if not (bin_dir / "dict.txt").is_file():
-            partial = Path(f"{bin_dir}.partial")
-            shutil.rmtree(partial, ignore_errors=True)
-            a, b = pairs.src, pairs.tgt
-            cmd = [
-                run.tool("xlm-fairseq-prepare"),
-                partial,
-                "--langs",
-                f"{a},{b}",
-                "--force",
-                "--quiet",
-                "--spm-model",
-                run.data / "spm.model",
-                "--dict",
-                run.data / "dict.txt",
-                "--mono",
-                f"train:{a}={prefix}.{a}",
-                "--mono",
-                f"train:{b}={prefix}.{b}",
-                "--para",
-                f"test:{a}-{b}={prefix}",
-            ]
-            cmd += [x for lang, n in run.segmenters.items() if lang in (a, b) for x in ("--segment", f"{lang}={n}")]
-            run.command(cmd, run.logs / f"prepare-{name}.log")
-            partial.rename(bin_dir)
+        bin_dir = encoded(run.work, run.data, pairs, Path(prefix), run.segmenters, run.tool, run.command, name)
         sets.append((name, bin_dir, "test", pairs, Path(prefix)))
     return sets
+
+
+def encoded(work: Path, data: Path, pairs: Pairs, prefix: Path, segmenters, tool, command, name: str) -> Path:
+    """``WORK/test-bin-DIGEST``: parallel text ``prefix.{src,tgt}`` as the split ``test`` of a data-bin encoded
+    with ``data``'s vocabulary and pipeline (made once; ``command(cmd, log)`` runs xlm-fairseq-prepare)."""
+    digest = hashlib.sha256("\n".join(pairs.src_lines + pairs.tgt_lines).encode()).hexdigest()[:12]
+    bin_dir = work / f"test-bin-{digest}"
+    if not (bin_dir / "dict.txt").is_file():
+        partial = Path(f"{bin_dir}.partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        a, b = pairs.src, pairs.tgt
+        cmd = [tool("xlm-fairseq-prepare"), partial, "--langs", f"{a},{b}", "--force", "--quiet"]
+        cmd += ["--spm-model", data / "spm.model", "--dict", data / "dict.txt"]
+        cmd += [
+            "--mono",
+            f"train:{a}={prefix}.{a}",
+            "--mono",
+            f"train:{b}={prefix}.{b}",
+            "--para",
+            f"test:{a}-{b}={prefix}",
+        ]
+        cmd += [x for lang, n in segmenters.items() if lang in (a, b) for x in ("--segment", f"{lang}={n}")]
+        command(cmd, work / "logs" / f"prepare-{name}.log")
+        partial.rename(bin_dir)
+    return bin_dir
+
+
+def generate(tool, command, bin_dir: Path, split: str, src: str, tgt: str, ckpt: Path, beam: int, gen: Path) -> Path:
+    """fairseq-generate of ``split`` (``src`` -> ``tgt``) by ``ckpt`` into the file ``gen``: beam ``beam``
+    (1: greedy), at most 1.5 L + 10 tokens."""
+    cmd = [tool("fairseq-generate"), bin_dir, "--user-dir", ROOT / "xlm_fairseq", "--task", "translation_lm"]
+    cmd += ["-s", src, "-t", tgt, "--gen-subset", split, "--path", ckpt, "--beam", beam]
+    cmd += ["--max-len-a", 1.5, "--max-len-b", 10, "--max-tokens", 4000, "--cpu"]
+    command(cmd, gen)
+    return gen
 
 
 def score(run) -> List[dict]:
@@ -79,34 +88,8 @@ def score(run) -> List[dict]:
         out = run.work / "out" / name
         out.mkdir(parents=True, exist_ok=True)
         for src, tgt in ((pairs.src, pairs.tgt), (pairs.tgt, pairs.src)):
-            gen = out / f"gen.{src}-{tgt}.txt"
-            run.command(
-                [
-                    run.tool("fairseq-generate"),
-                    bin_dir,
-                    "--user-dir",
-                    ROOT / "xlm_fairseq",
-                    "--task",
-                    "translation_lm",
-                    "-s",
-                    src,
-                    "-t",
-                    tgt,
-                    "--gen-subset",
-                    split,
-                    "--path",
-                    run.ckpt,
-                    "--beam",
-                    BEAM,
-                    "--max-len-a",
-                    1.5,
-                    "--max-len-b",
-                    10,
-                    "--max-tokens",
-                    4000,
-                    "--cpu",
-                ],
-                gen,
+            gen = generate(
+                run.tool, run.command, bin_dir, split, src, tgt, run.ckpt, BEAM, out / f"gen.{src}-{tgt}.txt"
             )
             found = generated(gen, "D")
             refs, sources = pairs.side(tgt), pairs.side(src)
@@ -132,6 +115,45 @@ def score(run) -> List[dict]:
                 )
             )
     return rows
+
+
+# ---- without a parallel test: what the run can tell ------------------------------------------
+
+EXAMPLES = 3
+
+
+def held_out_examples(run) -> List[dict]:
+    """The first sentences of each language's held-out monolingual text (``raw/valid.LANG``, never trained on)
+    translated into every other language of its pairs by the scored checkpoint (fairseq-interactive, beam 5)."""
+    rows = []
+    for src, tgt in run.plan.directions:
+        lines = [x for x in (run.raw / f"valid.{src}").read_text(encoding="utf-8").splitlines() if x.strip()]
+        lines = lines[:EXAMPLES]
+        if not lines:
+            continue
+        out = run.work / "out" / "examples"
+        out.mkdir(parents=True, exist_ok=True)
+        source = out / f"src.{src}-{tgt}.txt"
+        run.write_lines(source, lines)
+        gen = out / f"gen.{src}-{tgt}.txt"
+        cmd = [run.tool("fairseq-interactive"), run.data, "--user-dir", ROOT / "xlm_fairseq", "--task"]
+        cmd += ["translation_lm", "-s", src, "-t", tgt, "--path", run.ckpt, "--beam", BEAM, "--cpu"]
+        run.command([*cmd, "--input", source], gen)
+        found = generated(gen, "D")
+        rows.append(dict(direction=f"{src}-{tgt}", examples=[(s, found.get(i, ""), None) for i, s in enumerate(lines)]))
+    return rows
+
+
+def criterion(run) -> Dict[str, str]:
+    """The round-trip figures of the validation that chose the scored checkpoint (the translation log's
+    validation at its update)."""
+    from recipes.lib.trained import checkpoint_updates
+
+    if run.plan.checkpoint_metric != "roundtrip_score" or not run.ckpt.is_file():
+        return {}
+    update = checkpoint_updates(run.ckpt)
+    found = validation_at(run.logs / "translate.log", update)
+    return {k: v for k, v in found.items() if k.startswith("roundtrip_") or re.match(r"^bleu_(copy_)?\w+-\w+-\w+$", k)}
 
 
 # ---- probe, report -----------------------------------------------------------------------
@@ -165,15 +187,45 @@ def probe(run) -> List[dict]:
     return results
 
 
-def report(run, rows, probes, trained, figure, what):
+def report(run, rows, probes, trained, figure, what, trips=None, examples=(), agreement=None):
+    """``trips``: the round trips' figures of the validation that chose the checkpoint (:func:`criterion`);
+    ``examples``: translations of held-out monolingual text, shown when no parallel test was scored;
+    ``agreement``: {pair: (% of each side's frequent words its lexicon brings back)}."""
     p = run.plan
     elapsed = int(time.time() - run.started)
     lines = [f"== {run.name} finished in {elapsed}s ({'tiny' if p.tiny else 'full'} mode): {what}"]
     lines += [f"   {t}" for t in trained]
-    lines.append(
-        f"{'test':<8} {'dir':<7} {'BLEU':>6} {'copy source':>12} {'gain':>7}  "
-        f"(sacreBLEU, detokenised; beam {BEAM}; the 'scored' checkpoint)"
-    )
+    if trips:
+        lines.append(
+            "round trips of held-out monolingual text (greedy, tokenised BLEU; what chose the checkpoint, "
+            "no parallel text read):"
+        )
+        for a, b in p.directions:
+            trip = f"{a}-{b}-{a}"
+            if f"bleu_tok_{trip}" in trips:
+                lines.append(
+                    f"  {trip:<12} BLEU back {trips[f'bleu_tok_{trip}']:>6}   the {a}-{b} translation copies its "
+                    f"source: BLEU {trips.get(f'bleu_copy_{trip}', '?')}"
+                )
+        lines.append(
+            f"  roundtrip_score {trips.get('roundtrip_score', '?')} = mean BLEU back {trips.get('roundtrip_bleu', '?')}"
+            f" - mean copied {trips.get('roundtrip_copy', '?')}"
+        )
+    for (a, b), (x, y) in (agreement or {}).items():
+        lines.append(
+            f"lexicon {a}-{b}: of the 1,000 most frequent words, {x:.0f} % of {a}'s and {y:.0f} % of {b}'s come back "
+            "to themselves translated there and back (a lexicon of chance pairs: near 0)"
+        )
+    if rows:
+        lines.append(
+            f"{'test':<8} {'dir':<7} {'BLEU':>6} {'copy source':>12} {'gain':>7}  "
+            f"(sacreBLEU, detokenised; beam {BEAM}; the 'scored' checkpoint)"
+        )
+    else:
+        lines.append(
+            "BLEU was not measured: no parallel test text (--test SRC-TGT=PREFIX scores one, and is never used "
+            "for choosing)"
+        )
     for r in rows:
         lines.append(f"{r['set']:<8} {r['direction']:<7} {r['bleu']:>6} {r['copy']:>12} {r['bleu'] - r['copy']:>+7.1f}")
     for r in rows:
@@ -189,17 +241,28 @@ def report(run, rows, probes, trained, figure, what):
             f"{_probe_figure(probe['random_init'])}"
         )
     lines.append("")
-    for r in rows:
-        if r["set"] == rows[0]["set"]:
-            lines.append(f"examples ({r['direction']}):")
-            for s, h, t in r["examples"]:
-                lines += [f"  src: {s[:300]}", f"  hyp: {h[:300]}", f"  ref: {t[:300]}"]
+    shown = [r for r in rows if r["set"] == rows[0]["set"]] if rows else list(examples)
+    for r in shown:
+        lines.append(f"examples ({r['direction']}{'' if rows else ', held-out monolingual text'}):")
+        for s, h, t in r["examples"]:
+            lines += [f"  src: {s[:300]}", f"  hyp: {h[:300]}"] + ([f"  ref: {t[:300]}"] if t is not None else [])
+    if rows:
+        lines += [
+            "",
+            "Read BLEU against 'copy source': names, commands and numbers are shared by the languages, so copying",
+            "the input already scores that much; the gain is what the model translates. The 'trained' line says",
+            "which objectives trained and for how long. What pretraining buys at a budget this machine can afford:",
+            "bash recipes/ablation.sh (table in recipes/README.md).",
+        ]
+    else:
+        lines += [
+            "",
+            "Without a parallel test the round trips are the measure: a sentence translated and back, scored",
+            "against itself, less what the translation copied of it (a model that copies comes back unchanged).",
+            "They rank the checkpoints of a run; they are no BLEU against a reference. How far they follow test",
+            'BLEU where there is one: recipes/README.md, "Choosing a checkpoint without parallel text".',
+        ]
     lines += [
-        "",
-        "Read BLEU against 'copy source': names, commands and numbers are shared by the languages, so copying the",
-        "input already scores that much; the gain is what the model translates. The 'trained' line says which",
-        "objectives trained and for how long. What pretraining buys at a budget this machine can afford:",
-        "bash recipes/ablation.sh (table in recipes/README.md).",
         "",
         "The translator, exported (no data-bin needed; CTranslate2 models in model/ctranslate2/):",
         f'  python -c \'from xlm_fairseq import XLMModel; print(XLMModel.from_pretrained("{run.work}/model")'
@@ -236,9 +299,24 @@ def report(run, rows, probes, trained, figure, what):
             bleu=[{k: v for k, v in r.items() if k != "examples"} for r in rows],
             lexicon=probes,
             lexicon_uses=list(p.lexicon),
+            lexicon_agreement={f"{a}-{b}": list(v) for (a, b), v in (agreement or {}).items()},
+            checkpoint_metric=p.checkpoint_metric,
+            roundtrip={k: float(v) for k, v in (trips or {}).items()},
+            examples=[dict(direction=r["direction"], examples=r["examples"]) for r in examples],
         ),
         indent=1,
     )
+
+
+def validation_at(log: Path, update: int) -> Dict[str, str]:
+    """Every field of a fairseq log's validation at ``update`` ({} if none)."""
+    text = log.read_text(encoding="utf-8", errors="replace") if log.is_file() else ""
+    for line in text.splitlines():
+        if VALIDATION.search(line):
+            values = fields(line)
+            if values.get("num_updates") == str(update):
+                return values
+    return {}
 
 
 def last_validation(log: Path, metric: str) -> Dict[str, str]:

@@ -20,6 +20,8 @@ from recipes.lib.trained import trained_objectives
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGE_IDS = ("preprocess", "pretrain", "translate")
+# the validation figures a translation stage's progress lines show: each direction's BLEU, or the round trips
+SHOWN = {"semi": r"^bleu_(?!tok_|mean)", "unsupervised": r"^roundtrip_(score|copy)$"}
 
 
 class TrainingRun:
@@ -122,7 +124,9 @@ class TrainingRun:
                     self.write_lines(Path(f"{prefix}.{lang}"), pairs.side(lang))
                     if split == "valid":
                         valid_sides[lang] += pairs.side(lang)
-                args += ["--para", f"{split}:{a}-{b}={prefix}"]
+                # unsupervised: valid pairs are monolingual valid text, for round trips (raw/ keeps the pairs)
+                if split != "valid" or self.plan.supervision == "semi":
+                    args += ["--para", f"{split}:{a}-{b}={prefix}"]
         for lang, lines in self.text.get("valid_mono", {}).items():
             valid_sides[lang] += lines
         for lang, lines in valid_sides.items():  # MLM's validation: the valid sets' sides
@@ -244,19 +248,14 @@ class TrainingRun:
             p.translate_updates,
             "--stop-time-hours",
             p.translate_hours,
-            "--validate-interval-updates",
-            p.valid_every,
-            "--save-interval-updates",
-            p.valid_every,
-            "--keep-interval-updates",
-            1,
+            *self.validations(p.translate_valid_every),
             "--best-checkpoint-metric",
-            "bleu_tok_mean",
+            p.checkpoint_metric,
             "--maximize-best-checkpoint-metric",
             "--save-dir",
             self.ckpt.parent,
         ]
-        self.command(cmd, self.logs / "translate.out", Progress(log, p.translate_hours, r"^bleu_(?!tok_|mean)"))
+        self.command(cmd, self.logs / "translate.out", Progress(log, p.translate_hours, SHOWN[p.supervision]))
         print(f"   {trained_summary(log.read_text(encoding='utf-8', errors='replace'))}", flush=True)
         directions = ",".join(f"{a}-{b}" for a, b in p.directions)
         self.command(
@@ -273,6 +272,17 @@ class TrainingRun:
             ],
             self.logs / "export.log",
         )
+
+    def validations(self, every) -> list:
+        """When translation validates and saves: every ``every`` updates (and at the end) when given, else at
+        the end of every epoch and every valid_every updates; every checkpoint saved kept with --keep-checkpoints."""
+        every_epoch = every is None
+        every = self.plan.valid_every if every_epoch else every
+        kept = -1 if self.args.keep_checkpoints else 1
+        args = ["--validate-interval-updates", every, "--save-interval-updates", every, "--keep-interval-updates", kept]
+        if not every_epoch:  # fairseq validates at every epoch's end unless told an interval of epochs
+            args += ["--validate-interval", 10**6, "--save-interval", 10**6]
+        return args
 
     # ---- 4. scoring ------------------------------------------------------------------------
 
@@ -309,11 +319,13 @@ class TrainingRun:
         probes = scoring.probe(self)
         log = (self.logs / "translate.log").read_text(encoding="utf-8", errors="replace")
         trained = [trained_summary(log), scored_line(self.ckpt, trained_objectives(log)[2])]
-        for stage, metric in (("pretrain", r"^mlm_.+_fullmask_ppl$"), ("translate", r"^bleu_(?!tok_|mean)")):
+        for stage, metric in (("pretrain", r"^mlm_.+_fullmask_ppl$"), ("translate", SHOWN[p.supervision])):
             last = scoring.last_validation(self.logs / f"{stage}.log", metric)
             trained.append(
                 f"{stage} last validated at update {last.pop('num_updates', '?')}: "
                 + " ".join(f"{k} {v}" for k, v in last.items())
             )
         figure = figures.training_run(self.work, self.name)
-        scoring.report(self, rows, probes, trained, figure, what)
+        examples = [] if rows else scoring.held_out_examples(self)
+        agreement = self.text.get("lexicon_agreement")
+        scoring.report(self, rows, probes, trained, figure, what, scoring.criterion(self), examples, agreement)

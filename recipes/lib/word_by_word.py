@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 from preprocess.errors import UserError
-from preprocess.lexicon import TOKEN, induce
+from preprocess.lexicon import TOKEN, induce, is_word
 
 CODE_SWITCH_RATE = 0.25  # of the words with a translation; CSP and CoSDA-ML switch 15-50 %
 
@@ -25,7 +25,7 @@ CODE_SWITCH_RATE = 0.25  # of the words with a translation; CSP and CoSDA-ML swi
 def word_by_word(line: str, dictionary: dict) -> str:
     """The line's tokens, each word in the dictionary replaced by its translation (lower case); other
     words, numbers and punctuation are kept."""
-    return " ".join(dictionary.get(t.lower(), t) if t.isalpha() else t for t in TOKEN.findall(line))
+    return " ".join(dictionary.get(t.lower(), t) if is_word(t) else t for t in TOKEN.findall(line))
 
 
 def code_switched(line: str, dictionary: dict, rate: float, rng: random.Random) -> str:
@@ -35,7 +35,7 @@ def code_switched(line: str, dictionary: dict, rate: float, rng: random.Random) 
 
     def switch(m):
         word = m.group(0)
-        other = dictionary.get(word.lower()) if word.isalpha() else None
+        other = dictionary.get(word.lower()) if is_word(word) else None
         return other if other is not None and rng.random() < rate else word
 
     return TOKEN.sub(switch, line)

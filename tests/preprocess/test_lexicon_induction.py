@@ -64,6 +64,80 @@ def test_lexicon_of_a_renamed_language_is_found_again():
     assert right >= 0.9 * len(renamed) and back >= 0.9 * len(renamed), (right, back)
 
 
+# software words in a script without spaces, each the translation of the English word at its place; Japanese
+# text gets a particle between words, as real text has (MeCab joins a run of katakana words into one)
+UNSPACED = {
+    "zh": (
+        "jieba",
+        "",
+        "文件 打开 保存 关闭 窗口 菜单 按钮 用户 密码 系统 程序 文本 图像 目录 打印 复制 删除 编辑 查看 帮助",
+    ),
+    "ja": (
+        "mecab",
+        "の",
+        "ファイル 開く 保存 閉じる ウィンドウ メニュー ボタン ユーザー パスワード システム プログラム テキスト 画像 "
+        "フォルダー 印刷 コピー 削除 編集 表示 ヘルプ",
+    ),
+    "th": (
+        "pythainlp",
+        "",
+        "ไฟล์ เปิด บันทึก ปิด หน้าต่าง เมนู ปุ่ม ผู้ใช้ รหัสผ่าน ระบบ โปรแกรม ข้อความ รูปภาพ โฟลเดอร์ พิมพ์ คัดลอก ลบ แก้ไข ดู ช่วยเหลือ",
+    ),
+}
+ENGLISH = "file open save close window menu button user password system program text image folder print copy delete "
+ENGLISH += "edit view help"
+ANCHORS = "linux gnu usb pdf html xml http ssh gtk kde".split()
+
+
+def _unspaced_texts(lang, n_sentences=3000, seed=0):
+    """English and ``lang`` sampled apart from one Markov chain over 20 words and 10 anchors spelled alike,
+    ``lang`` written without spaces: (English lines, lines in lang, {English word: its translation})."""
+    _, joiner, words = UNSPACED[lang]
+    english, other = ENGLISH.split() + ANCHORS, words.split() + ANCHORS
+    rng = random.Random(seed)
+    n = len(english)
+    successors = [rng.sample(range(n), 3) for _ in range(n)]
+
+    def sentences():
+        for _ in range(n_sentences):
+            w, out = rng.randrange(n), []
+            for _ in range(10):
+                out.append(w)
+                w = rng.choices(successors[w], (0.6, 0.25, 0.15))[0] if rng.random() < 0.9 else rng.randrange(n)
+            yield out
+
+    lines_en = [" ".join(english[w] for w in s) + " ." for s in sentences()]
+    # Latin words keep spaces around them, as they do in such text ("Linux 系统")
+    lines_other = [
+        joiner.join(f" {x} " if x in ANCHORS else x for x in (other[w] for w in s)) + "。" for s in sentences()
+    ]
+    return lines_en, lines_other, dict(zip(ENGLISH.split(), words.split()))
+
+
+@pytest.mark.parametrize("lang", sorted(UNSPACED))
+def test_lexicon_of_a_script_without_spaces_reads_its_segmenters_words(lang):
+    """train.sh --unsupervised --lexicon on zh, ja or th text (recipes/lib/corpus.py): the lexicon is induced on
+    the stored segmenter's words, so it finds the words' translations, and the word-by-word pairs are made of
+    those words; read between spaces, a line is one token and next to nothing is found."""
+    from recipes.lib.corpus import lexicon_text
+
+    name = UNSPACED[lang][0]
+    lines_en, lines_other, truth = _unspaced_texts(lang)
+    pairs, _, lexicons, agrees = lexicon_text(
+        {"en": lines_en, lang: lines_other}, [("en", lang)], ("tlm",), [], {lang: name}
+    )
+    to_other = lexicons[("en", lang)].translations()
+    right = [w for w in truth if to_other.get(w) == truth[w]]
+    assert len(right) >= 0.8 * len(truth), (lang, {w: to_other.get(w) for w in truth})
+    assert min(agrees[("en", lang)]) >= 50  # the words come back to themselves
+    (made,) = pairs.values()
+    translated = made.tgt_lines[0].split()  # the first English line, word by word into lang
+    assert translated[:3] == [truth.get(w, w) for w in lines_en[0].split()[:3]]
+    spaced = lexicon_text({"en": lines_en, lang: lines_other}, [("en", lang)], ("tlm",), [])[2][("en", lang)]
+    unsegmented = spaced.translations()
+    assert sum(unsegmented.get(w) == truth[w] for w in truth) <= 2
+
+
 def test_piece_embeddings_put_a_word_beside_its_translation(tmp_path):
     """--lexicon emb's rows (recipes/lib/lexicon_embeddings.py) on a real data-bin of the renamed language: a
     word that is one piece is nearest, among the other language's one-piece words, to its own translation."""
@@ -206,18 +280,18 @@ def test_train_plans_tlm_on_word_by_word_pairs_with_lexicon(tmp_path):
         "--work-dir",
         tmp_path / "w",
     ]
-    proc = run([sys.executable, "-m", "recipes.train", *base, "--unsupervised", "--lexicon", "--plan"])
+    proc = run([sys.executable, "-m", "recipes.train", *base, "--unsupervised", "--lexicon", "tlm", "--plan"])
     assert "TLM on word-by-word pairs of a lexicon induced from the unpaired text" in proc.stdout, proc.stdout
     assert re.search(r"lexicon en-de: \d+ en and \d+ de words from the unpaired text", proc.stdout), proc.stdout
     assert not (tmp_path / "w").exists()
-    args = build_parser().parse_args(list(map(str, base + ["--unsupervised", "--lexicon"])))
+    args = build_parser().parse_args(list(map(str, base + ["--unsupervised", "--lexicon", "tlm"])))
     text = corpus.prepared_text(Inputs(args), args, parse_lexicon(args.lexicon))
     (pairs,) = text["train"].values()
     real = set(zip(*((DOCS / f"train.en-de.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("en", "de"))))
     assert len(pairs) == len(text["mono"]["en"]) + len(text["mono"]["de"])
     assert pairs.src_lines[: len(text["mono"]["en"])] == text["mono"]["en"]
     assert not real & set(zip(pairs.src_lines, pairs.tgt_lines))
-    refused = run([sys.executable, "-m", "recipes.train", *base, "--lexicon", "--plan"], ok=False)
+    refused = run([sys.executable, "-m", "recipes.train", *base, "--lexicon", "tlm", "--plan"], ok=False)
     assert refused.returncode == 2 and "--lexicon goes with --unsupervised" in refused.stderr
 
 

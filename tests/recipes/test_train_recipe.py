@@ -231,7 +231,20 @@ def _bad_cases(tmp_path):
         ),
         "no parallel text": (
             ["--mono", f"ro={ENRO}/mono.ro"],
-            "--pairs: no parallel text; validation and scoring need some (give --pairs SRC-TGT=PREFIX)",
+            "--pairs: no parallel text; give --pairs SRC-TGT=PREFIX, or --unsupervised to train from --mono text alone",
+        ),
+        "--unsupervised with text in one language": (
+            ["--unsupervised", "--mono", f"ro={ENRO}/mono.ro"],
+            "--mono: text in ro only; translation needs two languages",
+        ),
+        "--test of languages without text": (
+            ["--unsupervised", "--mono", f"ro={ENRO}/mono.ro", "--mono", f"en={SAMPLE}/en-de/mono.en"]
+            + ["--test", f"en-de={SAMPLE}/en-de/test.en-de"],
+            f"--test 'en-de={SAMPLE}/en-de/test.en-de': no --mono text of both en and de to go with it",
+        ),
+        "an unknown lexicon use": (
+            ["--unsupervised", *ok, "--lexicon", "tlm,bogus"],
+            "--lexicon tlm,bogus: expected some of tlm, mt, cs, emb, comma-separated, once each, or none",
         ),
         "a pair of one language": (
             ["--pairs", f"en-en={ENRO}/train.en-ro"],
@@ -244,7 +257,7 @@ def _bad_cases(tmp_path):
         "--score without a name": (
             [*ok, "--score", f"en-ro={ENRO}/test.en-ro"],
             f"--score 'en-ro={ENRO}/test.en-ro': expected NAME:SRC-TGT=PREFIX, a new NAME (not test) and a pair "
-            "of --pairs",
+            "of the run",
         ),
         "--dict of a language not in the run": (
             [*ok, "--dict", f"de-en={SHARED}/bli/de-en.dev.txt"],
@@ -363,6 +376,36 @@ def test_en_ro_stand_in_end_to_end(tmp_path):
     code = f'from xlm_fairseq import XLMModel; print(repr({hub}.translate("Deschideți fișierul.", src="ro", tgt="en")))'
     hub = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert hub.returncode == 0 and hub.stdout.startswith("'"), hub.stderr[-2000:]
+
+
+@pytest.mark.slow  # a whole recipe run, a few minutes
+def test_monolingual_text_alone_trains_chooses_exports_and_reports(tmp_path):
+    """--unsupervised from two --mono files and nothing else: each language's held-out blocks validate the round
+    trips, which choose the checkpoint; the translator is exported and the report gives the round trips, the
+    lexicon's agreement with itself and translations of held-out text, and says that BLEU was not measured.
+    A re-run with --score scores a parallel set without training again."""
+    work = tmp_path / "mono"
+    mono = ["--mono", f"en={SAMPLE / 'en-de' / 'mono.en'}", "--mono", f"ro={ENRO}/mono.ro"]
+    proc = _train("--unsupervised", *mono, "--tiny", "--work-dir", work)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "languages:   en,ro; pairs: en-ro; unsupervised (no pair seen)" in out
+    assert "valid en: 50 lines of its text split off" in out and "valid ro: 50 lines of its text split off" in out
+    assert re.search(r"lexicon en-ro: .* come back to themselves", out)
+    report = json.loads((work / "report.json").read_text())
+    assert report["bleu"] == [] and report["checkpoint_metric"] == "roundtrip_score"
+    assert set(report["roundtrip"]) >= {"roundtrip_score", "bleu_tok_en-ro-en", "bleu_copy_ro-en-ro"}
+    assert re.search(r"^  roundtrip_score -?[0-9.]+ = mean BLEU back", out, re.M), out[-3000:]
+    assert "BLEU was not measured: no parallel test text" in out
+    assert [e["direction"] for e in report["examples"]] == ["en-ro", "ro-en"]
+    assert all(len(e["examples"]) == 3 for e in report["examples"])
+    assert re.search(r"^   scored: checkpoint_best.pt, update \d+ of \d+, valid roundtrip_score", out, re.M)
+    assert sorted(p.name for p in (work / "model" / "ctranslate2").iterdir() if p.is_dir()) == ["en-ro", "ro-en"]
+    assert not list((work / "data-bin").glob("*.en-ro.*"))  # no parallel text at all, valid or train
+    # the test text, given later, is scored by the same model without training again
+    again = _train("--unsupervised", *mono, "--tiny", "--score", f"docs:en-ro={ENRO}/test.en-ro", "--work-dir", work)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "done before" in again.stdout and set(_rows(again.stdout)) == {("docs", "en-ro"), ("docs", "ro-en")}
 
 
 # a Chinese sample written here (no Chinese text ships with the project): short software sentences with their

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""How well the round trips choose a translation checkpoint without parallel text, measured on runs that
+have a parallel test: ``recipes/train.sh --unsupervised --keep-checkpoints`` work directories.
+
+    python -m recipes.criterion WORK [WORK ...] [--valid SRC-TGT=PREFIX] --out RECORD.json [--figure PNG]
+
+For every checkpoint a run kept (one per validation), from its translation log: the round trips of held-out
+monolingual text that validation logged (``roundtrip_score``, ``roundtrip_bleu``, ``roundtrip_copy``, the
+back-translation losses); computed here: greedy BLEU of the parallel valid pairs (``WORK/raw/valid.*``, which
+an unsupervised run never reads, or ``--valid``: tokenised BLEU, the mean of both directions, as validation
+with pairs chooses) and greedy sacreBLEU of the test (both directions). Per run: each criterion's Spearman
+rank correlation with test BLEU over the checkpoints, and the test BLEU (beam 5, sacreBLEU, as the run
+scores) of the checkpoint each chooses: the BLEU lost by choosing with the round trips rather than with
+the parallel valid pairs. The record holds every checkpoint's figures; ``--figure`` draws test BLEU against
+each run's round-trip score."""
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List
+
+from preprocess.pipeline import require_pipeline
+from preprocess.segment import corpus_bleu
+from recipes.lib import figures
+from recipes.lib.corpus import parse_assignment, parse_pair, read_pairs
+from recipes.lib.experiments import generated
+from recipes.lib.progress import fields
+from recipes.lib.scoring import BEAM, commit, encoded, generate, machine
+from recipes.lib.trained import VALIDATION, checkpoint_updates
+
+ROOT = Path(__file__).resolve().parents[1]
+# the figures each checkpoint is ranked by: the round trips' (higher is better) and their parts; the mean
+# back-translation loss of the held-out text (lower is better, so negated); the parallel valid pairs' BLEU
+CRITERIA = ("roundtrip_score", "roundtrip_bleu", "neg_roundtrip_copy", "neg_bt_loss", "valid_bleu_tok")
+
+
+def validations(log: Path) -> Dict[int, Dict[str, float]]:
+    """{update: the numeric fields of the translation log's validation at it}."""
+    found = {}
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        if VALIDATION.search(line):
+            values = fields(line)
+            if "num_updates" in values:
+                found[int(values["num_updates"])] = {k: float(v) for k, v in values.items()}
+    return found
+
+
+def spearman(xs: List[float], ys: List[float]) -> float:
+    from scipy.stats import spearmanr
+
+    if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
+        return float("nan")
+    return round(float(spearmanr(xs, ys).statistic), 3)
+
+
+class Run:
+    """One kept-checkpoints work directory and the sets it is measured on."""
+
+    def __init__(self, work: Path, valid_prefix=None):
+        self.work = work
+        self.report = json.loads((work / "report.json").read_text(encoding="utf-8"))
+        self.data = work / "data-bin"
+        self.tool = lambda name: str(Path(sys.executable).parent / name)
+        tests = [r for r in self.report["bleu"] if r["set"] == "test"]
+        if not tests:
+            sys.exit(f"criterion: error: {work}: its run scored no parallel test")
+        src, tgt = tests[0]["direction"].split("-")
+        self.pair = (src, tgt)
+        self.test = read_pairs(str(work / "raw" / f"test.{src}-{tgt}"), src, tgt, "test")
+        prefix = valid_prefix or work / "raw" / f"valid.{src}-{tgt}"
+        if not Path(f"{prefix}.{src}").is_file():
+            sys.exit(f"criterion: error: {work}: no parallel valid set (give --valid {src}-{tgt}=PREFIX)")
+        self.valid = read_pairs(str(prefix), src, tgt, "--valid")
+        self.valid_prefix = Path(prefix)
+        self.pipeline = require_pipeline(str(self.data), "data-bin")
+        self.out = work / "out" / "criterion"
+        self.out.mkdir(parents=True, exist_ok=True)
+
+    def command(self, cmd, log):
+        with open(log, "w", encoding="utf-8") as f:
+            proc = subprocess.run([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+        if proc.returncode:
+            sys.exit(f"criterion: error: {shlex.join(map(str, cmd[:3]))} failed; see {log}")
+
+    def checkpoints(self) -> Dict[int, Path]:
+        """{update: checkpoint} of every kept checkpoint (the last one too)."""
+        ckpts = {}
+        for path in sorted((self.work / "checkpoints" / "translate").glob("checkpoint*.pt")):
+            if path.name != "checkpoint_best.pt":
+                ckpts.setdefault(checkpoint_updates(path), path)
+        return ckpts
+
+    def bleu(self, ckpt: Path, split_pairs, bin_dir: Path, name: str, beam: int, tokenised: bool) -> List[float]:
+        """BLEU of both directions: sacreBLEU on detokenised text, or (``tokenised``) BLEU of the pipeline's
+        Moses-tokenised words as is, validation's ``bleu_tok``."""
+        import sacrebleu
+
+        scores = []
+        src, tgt = self.pair
+        for a, b in ((src, tgt), (tgt, src)):
+            gen = self.out / f"{name}.{ckpt.stem}.beam{beam}.{a}-{b}.txt"
+            if not gen.is_file():
+                generate(self.tool, self.command, bin_dir, "test", a, b, ckpt, beam, gen)
+            found = generated(gen, "D")
+            refs = split_pairs.side(b)
+            hyps = [found.get(i, "") for i in range(len(refs))]
+            if tokenised:
+                words = [self.pipeline.tokenize(x, b) for x in hyps], [self.pipeline.tokenize(x, b) for x in refs]
+                scores.append(sacrebleu.corpus_bleu(words[0], [words[1]], tokenize="none"))
+            else:
+                scores.append(corpus_bleu(hyps, refs, b))
+        return [round(s.score, 2) for s in scores]
+
+    def measure(self) -> dict:
+        src, tgt = self.pair
+        valid_bin = encoded(self.work, self.data, self.valid, self.valid_prefix, {}, self.tool, self.command, "valid")
+        logged = validations(self.work / "logs" / "translate.log")
+        rows = []
+        for update, ckpt in sorted(self.checkpoints().items()):
+            v = logged.get(update, {})
+            losses = [x for k, x in v.items() if k.startswith("bt_") and k.endswith("_loss")]
+            valid = self.bleu(ckpt, self.valid, valid_bin, "valid", 1, tokenised=True)
+            test = self.bleu(ckpt, self.test, self.data, "test", 1, tokenised=False)
+            rows.append(
+                dict(
+                    update=update,
+                    checkpoint=ckpt.name,
+                    roundtrip_score=v.get("roundtrip_score"),
+                    roundtrip_bleu=v.get("roundtrip_bleu"),
+                    neg_roundtrip_copy=-v["roundtrip_copy"] if "roundtrip_copy" in v else None,
+                    neg_bt_loss=-round(statistics.mean(losses), 3) if losses else None,
+                    valid_bleu_tok=round(statistics.mean(valid), 2),
+                    test_greedy={f"{src}-{tgt}": test[0], f"{tgt}-{src}": test[1]},
+                    test_greedy_mean=round(statistics.mean(test), 2),
+                )
+            )
+        rows = [r for r in rows if r["roundtrip_score"] is not None]
+        target = [r["test_greedy_mean"] for r in rows]
+        correlation = {
+            c: spearman([r[c] for r in rows], target) for c in CRITERIA if all(r[c] is not None for r in rows)
+        }
+        chosen = {}
+        for name, key in (("roundtrip", "roundtrip_score"), ("parallel_valid", "valid_bleu_tok")):
+            best = max(rows, key=lambda r: r[key])  # the first of equals, as fairseq keeps the first best
+            ckpt = self.work / "checkpoints" / "translate" / best["checkpoint"]
+            test = self.bleu(ckpt, self.test, self.data, "test", BEAM, tokenised=False)
+            chosen[name] = dict(update=best["update"], test_beam5={f"{src}-{tgt}": test[0], f"{tgt}-{src}": test[1]})
+            chosen[name]["test_beam5_mean"] = round(statistics.mean(test), 2)
+        lost = round(chosen["parallel_valid"]["test_beam5_mean"] - chosen["roundtrip"]["test_beam5_mean"], 2)
+        return dict(
+            work=str(self.work),
+            run=dict((k, self.report.get(k)) for k in ("command", "date", "machine", "commit", "precision")),
+            copy={r["direction"]: r["copy"] for r in self.report["bleu"] if r["set"] == "test"},
+            checkpoints=rows,
+            spearman=correlation,
+            chosen=chosen,
+            bleu_lost=lost,
+        )
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m recipes.criterion", description=__doc__.split("\n\n")[0])
+    p.add_argument("work", nargs="+", type=Path, help="train.sh work directories made with --keep-checkpoints")
+    p.add_argument("--valid", metavar="SRC-TGT=PREFIX", help="the parallel valid set (default: each run's raw/valid)")
+    p.add_argument("--out", type=Path, required=True, help="the record (JSON)")
+    p.add_argument("--figure", type=Path, help="a PNG of test BLEU against the round-trip score, a line per run")
+    args = p.parse_args(argv)
+    prefix = None
+    if args.valid:
+        _, key, prefix = parse_assignment(args.valid, "--valid", "SRC-TGT=PREFIX")
+        parse_pair(key, "--valid")
+    runs = []
+    for work in args.work:
+        start = time.time()
+        runs.append(Run(work, prefix).measure())
+        r = runs[-1]
+        print(
+            f"{work}: {len(r['checkpoints'])} checkpoints, Spearman {r['spearman']}, chosen "
+            f"{r['chosen']}, BLEU lost {r['bleu_lost']} ({time.time() - start:.0f} s)",
+            flush=True,
+        )
+    summary = {
+        "spearman_mean": {
+            c: round(statistics.mean(x), 3)
+            for c in CRITERIA
+            for x in [[r["spearman"][c] for r in runs if r["spearman"].get(c) == r["spearman"].get(c)]]
+            if x
+        },
+        "bleu_lost_mean": round(statistics.mean(r["bleu_lost"] for r in runs), 2),
+    }
+    record = dict(
+        date=time.strftime("%Y-%m-%d %H:%M"),
+        machine=machine(),
+        commit=commit(),
+        command=shlex.join(
+            ["python", "-m", "recipes.criterion", *map(str, argv if argv is not None else sys.argv[1:])]
+        ),
+        runs=runs,
+        **summary,
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(summary))
+    if args.figure:
+        figures.criterion(record, args.figure)
+
+
+if __name__ == "__main__":
+    main()
