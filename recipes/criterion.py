@@ -16,6 +16,7 @@ each run's round-trip score."""
 
 import argparse
 import json
+import logging
 import shlex
 import statistics
 import subprocess
@@ -164,6 +165,7 @@ class Run:
 
 
 def main(argv=None):
+    logging.getLogger("sacrebleu").setLevel(logging.ERROR)  # tokenised BLEU of tokenised text is meant
     p = argparse.ArgumentParser(prog="python -m recipes.criterion", description=__doc__.split("\n\n")[0])
     p.add_argument("work", nargs="+", type=Path, help="train.sh work directories made with --keep-checkpoints")
     p.add_argument("--valid", metavar="SRC-TGT=PREFIX", help="the parallel valid set (default: each run's raw/valid)")

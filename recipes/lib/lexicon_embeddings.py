@@ -6,7 +6,8 @@ The lexicon's words of both languages live in one space (their co-occurrence wit
 ``preprocess/lexicon.py``); one SVD of both reduces it to the model's width. A piece's vector is the mean of
 the vectors of the words it is a piece of (each word as spelled in lower case and capitalised, a word's
 vector shared among its pieces); a piece of no such word keeps the model's random init (a NaN row,
-``--init-embeddings``). Rows have unit norm, as the random init's have in expectation (std dim^-0.5)."""
+``--init-embeddings``). The rows are whitened (:func:`whitened`) and have unit norm, as the random init's
+have in expectation (std dim^-0.5)."""
 
 from pathlib import Path
 from typing import List
@@ -45,8 +46,22 @@ def piece_embeddings(lexicon: Lexicon, pipeline, symbols: List[str], dim: int) -
                 weights[i] += 1 / len(ids)
     out = torch.full((len(symbols), dim), float("nan"))
     has = weights > 0
-    out[has] = F.normalize(sums[has], dim=1)
+    out[has] = whitened(F.normalize(sums[has], dim=1))
     return out
+
+
+def whitened(rows: torch.Tensor) -> torch.Tensor:
+    """``rows`` centred and given equal variance in every direction (their principal components scaled to one
+    size: a linear map, so that pieces of both languages keep where they are to each other), then unit norm.
+    The word vectors' few leading components otherwise dominate, and an LM started from them stays on MLM's
+    unigram plateau far longer than from random init (recipes/README.md, "A lexicon from the unpaired text")."""
+    centred = rows - rows.mean(0)
+    _, s, vt = torch.linalg.svd(centred, full_matrices=False)
+    keep = s > s[0] * 1e-6
+    white = centred @ vt[keep].T / s[keep]
+    if white.size(1) < rows.size(1):  # fewer rows than dimensions: the rest stays zero
+        white = F.pad(white, (0, rows.size(1) - white.size(1)))
+    return F.normalize(white, dim=1)
 
 
 def write_piece_embeddings(lexicon: Lexicon, data_bin: Path, dim: int, out: Path) -> int:

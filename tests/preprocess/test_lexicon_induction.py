@@ -183,6 +183,26 @@ def test_piece_embeddings_put_a_word_beside_its_translation(tmp_path):
     assert right >= 0.5, right
 
 
+def test_piece_embeddings_are_whitened_alike_for_both_languages():
+    """--lexicon emb's rows have one variance in every direction and unit norm, and one linear map does it: a
+    piece whose vector is the same in both languages keeps the same row, two rows' order of nearness to a third
+    is what their centred, whitened vectors make it."""
+    import torch
+
+    from recipes.lib.lexicon_embeddings import whitened
+
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randn(500, 16, generator=g) @ torch.diag(torch.logspace(1, -1, 16))  # anisotropic
+    rows = torch.cat([rows, rows[:5]])  # five pieces of one vector twice (a word in both languages)
+    white = whitened(rows)
+    assert torch.allclose(white.norm(dim=1), torch.ones(len(rows)), atol=1e-5)
+    assert torch.allclose(white[:5], white[-5:], atol=1e-6)
+    s = torch.linalg.svdvals(white - white.mean(0))
+    assert s.max() / s.min() < 1.5  # against 100 before
+    few = whitened(rows[:8])  # fewer rows than dimensions
+    assert few.shape == (8, 16) and torch.allclose(few.norm(dim=1), torch.ones(8), atol=1e-5)
+
+
 def test_nothing_spelled_alike_is_one_clear_error():
     lines_a, lines_b, _ = _texts(n_sentences=300, n_anchors=0)
     try:
