@@ -222,7 +222,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.levers:
         runs = sorted(
-            (lever_run(path) for path in args.levers), key=lambda r: (r["uses"] != "none", r["uses"], r["file"])
+            (run for path in args.levers for run in lever_runs(path)),
+            key=lambda r: (r["pair"], r["uses"] != "none", r["uses"], r["precision"], r["file"]),
         )
         print(levers(runs))
         if args.figure:
@@ -283,9 +284,22 @@ def table(record: dict) -> str:
     return "\n".join(lines)
 
 
-def lever_run(path: Path) -> dict:
-    """One run's report.json as a row: what --lexicon fed, precision, updates, BLEU and copying per direction."""
-    report = json.loads(path.read_text(encoding="utf-8"))
+def lever_runs(path: Path) -> list:
+    """The runs of a report.json (one) or of a .jsonl of reports (one a line), as rows (:func:`lever_run`)."""
+    text = path.read_text(encoding="utf-8")
+    reports = (
+        [json.loads(line) for line in text.splitlines() if line.strip()]
+        if path.suffix == ".jsonl"
+        else [json.loads(text)]
+    )
+    return [
+        lever_run(report, path.name if len(reports) == 1 else f"{path.name}:{n}") for n, report in enumerate(reports, 1)
+    ]
+
+
+def lever_run(report: dict, name: str) -> dict:
+    """One run's report as a row: its pair, what --lexicon fed, precision, updates, BLEU and copying per
+    direction."""
     uses = report.get("lexicon_uses")
     if uses is None:  # reports written before they named their uses: TLM was the only one
         uses = ["tlm"] if any("word-by-word pairs for TLM" in note for note in report["notes"]) else []
@@ -296,7 +310,8 @@ def lever_run(path: Path) -> dict:
             updates[found.group(1)] = int(found.group(2))
     test = {r["direction"]: r for r in report["bleu"] if r["set"] == "test"}
     return {
-        "file": path.name,
+        "file": name,
+        "pair": "-".join(sorted(report["langs"])),
         "uses": ",".join(uses) or "none",
         "precision": "/".join(report["precision"]),
         "date": report["date"],
@@ -308,33 +323,32 @@ def lever_run(path: Path) -> dict:
 
 
 def levers(runs: list) -> str:
-    """Markdown: one row per run, then the median of each use's runs, BLEU beside copying the source."""
-    directions = sorted({d for run in runs for d in run["bleu"]})
-    head = " | ".join(f"{d} BLEU (copy)" for d in directions)
+    """Markdown: one row per run, then the median of the runs of each pair, use and precision, BLEU beside
+    copying the source."""
+
+    def cells(values):
+        return " · ".join(f"{d} {b}" for d, b in sorted(values.items()))
+
     lines = [
-        f"| --lexicon | precision | run | minutes | pretrain / translate updates | {head} |",
-        "|---|---|---|---:|---|" + "---|" * len(directions),
+        "| pair | --lexicon | precision | run | minutes | pretrain / translate updates | test BLEU (copy) |",
+        "|---|---|---|---|---:|---|---|",
     ]
     groups: dict = {}
     for run in runs:
-        groups.setdefault((run["uses"], run["precision"]), []).append(run)
-        cells = " | ".join(f"{run['bleu'][d]:.2f} ({run['copy'][d]:.2f})" for d in directions)
+        groups.setdefault((run["pair"], run["uses"], run["precision"]), []).append(run)
+        shown = {d: f"{run['bleu'][d]:.2f} ({run['copy'][d]:.2f})" for d in run["bleu"]}
         u = run["updates"]
         lines.append(
-            f"| {run['uses']} | {run['precision']} | `{run['file']}` | {run['minutes']:.1f} | "
-            f"{u.get('pretrain', '?')} / {u.get('translate', '?')} | {cells} |"
+            f"| {run['pair']} | {run['uses']} | {run['precision']} | `{run['file']}` | {run['minutes']:.1f} | "
+            f"{u.get('pretrain', '?')} / {u.get('translate', '?')} | {cells(shown)} |"
         )
-    lines += [
-        "",
-        f"| --lexicon | precision | runs | {' | '.join(f'{d} median, over copy' for d in directions)} |",
-        "|---|---|---:|" + "---|" * len(directions),
-    ]
-    for (uses, precision), group in groups.items():
-        cells = []
-        for d in directions:
+    lines += ["", "| pair | --lexicon | precision | runs | median test BLEU (over copy) |", "|---|---|---|---:|---|"]
+    for (pair, uses, precision), group in groups.items():
+        medians = {}
+        for d in group[0]["bleu"]:
             median = statistics.median(run["bleu"][d] for run in group)
-            cells.append(f"{median:.2f} ({median - group[0]['copy'][d]:+.2f})")
-        lines.append(f"| {uses} | {precision} | {len(group)} | {' | '.join(cells)} |")
+            medians[d] = f"{median:.2f} ({median - group[0]['copy'][d]:+.2f})"
+        lines.append(f"| {pair} | {uses} | {precision} | {len(group)} | {cells(medians)} |")
     return "\n".join(lines)
 
 

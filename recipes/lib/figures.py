@@ -213,16 +213,18 @@ def levers(runs: List[dict], path: Path) -> Optional[Path]:
     if plt is None:
         return None
     directions = sorted({d for run in runs for d in run["bleu"]})
-    groups = list(dict.fromkeys(f"{r['uses']}\n{r['precision']}" for r in runs))
-    fig, axes = plt.subplots(1, len(directions), figsize=(5 + 1.2 * len(groups), 4), sharey=True, squeeze=False)
+    most = max(len({(r["uses"], r["precision"]) for r in runs if d in r["bleu"]}) for d in directions)
+    fig, axes = plt.subplots(1, len(directions), figsize=(2 + len(directions) * (1.5 + 0.9 * most), 4), squeeze=False)
     for axis, d in zip(axes[0], directions):
+        with_d = [r for r in runs if d in r["bleu"]]  # a direction's runs: those of its pair
+        groups = list(dict.fromkeys(f"{r['uses']}\n{r['precision']}" for r in with_d))
         for x, group in enumerate(groups):
-            values = [r["bleu"][d] for r in runs if f"{r['uses']}\n{r['precision']}" == group]
+            values = [r["bleu"][d] for r in with_d if f"{r['uses']}\n{r['precision']}" == group]
             axis.bar(x, statistics.median(values), color="tab:blue", alpha=0.4)
             axis.plot([x] * len(values), values, "o", color="tab:blue")
-        _copy_baselines(axis, {d: runs[0]["copy"][d]})
-        axis.axhline(runs[0]["copy"][d] + 3, color="tab:green", linestyle=":", label="copy + 3")
-        axis.set(title=f"{d}, test BLEU", xticks=range(len(groups)), xlabel="--lexicon (none: without)")
+        _copy_baselines(axis, {d: with_d[0]["copy"][d]})
+        axis.axhline(with_d[0]["copy"][d] + 3, color="tab:green", linestyle=":", label="copy + 3")
+        axis.set(title=f"{d}, test BLEU", xticks=range(len(groups)), xlabel="--lexicon (none: without)", ylim=(0, None))
         axis.set_xticklabels(groups, fontsize=7)
     _legends(*axes[0])
     return _save(fig, path)

@@ -464,10 +464,10 @@ def test_lever_table_is_made_from_the_records(tmp_path):
     proc = run([sys.executable, "-m", "recipes.lexicon", "--levers", *records, "--figure", tmp_path / "levers.png"])
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and ".json" in line]
     assert len(rows) == len(records)
-    none = "| none | bf16/bf16 | `train-2026-12-04-quickstart-unsupervised.json` | 28.1 | 9931 / 4520 | 3.50 (1.51) |"
-    assert none in proc.stdout
-    assert "| none | bf16/bf16 | 1 | 3.50 (+1.99) | 2.81 (+1.30) |" in proc.stdout
-    assert re.search(r"\| tlm \| bf16/bf16 \| [23] \| 5\.\d\d \(\+", proc.stdout), proc.stdout
-    assert re.search(r"\| emb \| bf16/bf16 \| 3 \| \d+\.\d\d \(\+", proc.stdout), proc.stdout  # quickstart default
-    assert "| emb | fp32/fp32 | 3 | 5.43 (+3.92) | 3.70 (+2.19) |" in proc.stdout  # its three fp32 runs
+    none = "| de-en | none | bf16/bf16 | `train-2026-12-04-quickstart-unsupervised.json` | 28.1 | 9931 / 4520 | "
+    assert none + "de-en 3.50 (1.51) · en-de 2.81 (1.51) |" in proc.stdout
+    assert "| de-en | none | bf16/bf16 | 1 | de-en 3.50 (+1.99) · en-de 2.81 (+1.30) |" in proc.stdout
+    assert re.search(r"\| de-en \| tlm \| bf16/bf16 \| [23] \| de-en 5\.\d\d \(\+", proc.stdout), proc.stdout
+    assert re.search(r"\| de-en \| emb \| bf16/bf16 \| 3 \| de-en \d+\.\d\d \(\+", proc.stdout), proc.stdout
+    assert "| de-en | emb | fp32/fp32 | 3 | de-en 5.43 (+3.92) · en-de 3.70 (+2.19) |" in proc.stdout  # three fp32 runs
     assert (tmp_path / "levers.png").stat().st_size > 10_000
