@@ -222,8 +222,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.levers:
         runs = sorted(
-            (run for path in args.levers for run in lever_runs(path)),
-            key=lambda r: (r["pair"], r["uses"] != "none", r["uses"], r["precision"], r["file"]),
+            (run for path in args.levers for run in lever_runs(path) if run["supervision"] == "unsupervised"),
+            key=lambda r: (r["pair"], r["uses"] != "none", r["uses"], r["precision"], r["machine"], r["file"]),
         )
         print(levers(runs))
         if args.figure:
@@ -303,6 +303,7 @@ def lever_run(report: dict, name: str) -> dict:
     uses = report.get("lexicon_uses")
     if uses is None:  # reports written before they named their uses: TLM was the only one
         uses = ["tlm"] if any("word-by-word pairs for TLM" in note for note in report["notes"]) else []
+    uses = [f"{u} (whitened)" if u == "emb" and report.get("lexicon_embeddings") == "whitened" else u for u in uses]
     updates = {}
     for line in report["trained"]:
         found = re.match(r"(pretrain|translate) last validated at update (\d+)", line)
@@ -312,6 +313,8 @@ def lever_run(report: dict, name: str) -> dict:
     return {
         "file": name,
         "pair": "-".join(sorted(report["langs"])),
+        "supervision": report.get("supervision", "unsupervised"),
+        "machine": report["machine"],
         "uses": ",".join(uses) or "none",
         "precision": "/".join(report["precision"]),
         "date": report["date"],
@@ -323,32 +326,37 @@ def lever_run(report: dict, name: str) -> dict:
 
 
 def levers(runs: list) -> str:
-    """Markdown: one row per run, then the median of the runs of each pair, use and precision, BLEU beside
-    copying the source."""
+    """Markdown: one row per run, then the median of the runs of each pair, use, precision and machine (a
+    median is of one machine's runs), BLEU beside copying the source."""
 
     def cells(values):
         return " · ".join(f"{d} {b}" for d, b in sorted(values.items()))
 
     lines = [
-        "| pair | --lexicon | precision | run | minutes | pretrain / translate updates | test BLEU (copy) |",
-        "|---|---|---|---|---:|---|---|",
+        "| pair | --lexicon | precision | machine | run | minutes | pretrain / translate updates | test BLEU (copy) |",
+        "|---|---|---|---|---|---:|---|---|",
     ]
     groups: dict = {}
     for run in runs:
-        groups.setdefault((run["pair"], run["uses"], run["precision"]), []).append(run)
+        groups.setdefault((run["pair"], run["uses"], run["precision"], run["machine"]), []).append(run)
         shown = {d: f"{run['bleu'][d]:.2f} ({run['copy'][d]:.2f})" for d in run["bleu"]}
         u = run["updates"]
         lines.append(
-            f"| {run['pair']} | {run['uses']} | {run['precision']} | `{run['file']}` | {run['minutes']:.1f} | "
+            f"| {run['pair']} | {run['uses']} | {run['precision']} | {run['machine']} | `{run['file']}` | "
+            f"{run['minutes']:.1f} | "
             f"{u.get('pretrain', '?')} / {u.get('translate', '?')} | {cells(shown)} |"
         )
-    lines += ["", "| pair | --lexicon | precision | runs | median test BLEU (over copy) |", "|---|---|---|---:|---|"]
-    for (pair, uses, precision), group in groups.items():
+    lines += [
+        "",
+        "| pair | --lexicon | precision | machine | runs | median test BLEU (over copy) |",
+        "|---|---|---|---|---:|---|",
+    ]
+    for (pair, uses, precision, machine), group in groups.items():
         medians = {}
         for d in group[0]["bleu"]:
             median = statistics.median(run["bleu"][d] for run in group)
             medians[d] = f"{median:.2f} ({median - group[0]['copy'][d]:+.2f})"
-        lines.append(f"| {pair} | {uses} | {precision} | {len(group)} | {cells(medians)} |")
+        lines.append(f"| {pair} | {uses} | {precision} | {machine} | {len(group)} | {cells(medians)} |")
     return "\n".join(lines)
 
 

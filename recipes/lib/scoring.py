@@ -299,6 +299,8 @@ def report(run, rows, probes, trained, figure, what, trips=None, examples=(), ag
             bleu=[{k: v for k, v in r.items() if k != "examples"} for r in rows],
             lexicon=probes,
             lexicon_uses=list(p.lexicon),
+            # how emb's rows were made: the lever table tells them from the unwhitened rows of older runs
+            lexicon_embeddings="whitened" if "emb" in p.lexicon else None,
             lexicon_agreement={f"{a}-{b}": list(v) for (a, b), v in (agreement or {}).items()},
             checkpoint_metric=p.checkpoint_metric,
             roundtrip={k: float(v) for k, v in (trips or {}).items()},

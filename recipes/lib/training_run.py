@@ -140,7 +140,7 @@ class TrainingRun:
 
             (lexicon,) = self.text["lexicons"].values()
             rows = write_piece_embeddings(lexicon, self.data, self.plan.size.dim, self.embeddings)
-            print(f"   piece embeddings: {rows} rows from the lexicon's word vectors -> {self.embeddings}")
+            print(f"   piece embeddings: {rows} rows from the lexicon's word vectors, whitened -> {self.embeddings}")
 
     # ---- 2. pretraining ------------------------------------------------------------------
 

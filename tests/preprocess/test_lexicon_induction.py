@@ -457,17 +457,27 @@ def test_unpaired_text_holds_no_pair_and_no_held_out_line(tmp_path):
 
 
 def test_lever_table_is_made_from_the_records(tmp_path):
-    """`python -m recipes.lexicon --levers`: the committed quickstart --unsupervised reports as one row each and
-    the median of each --lexicon use beside copying; reports written before they named their uses read as TLM
-    where their notes say so."""
-    records = sorted((ROOT / "recipes" / "results").glob("train-2026-12-04-quickstart-unsupervised*.json"))
-    proc = run([sys.executable, "-m", "recipes.lexicon", "--levers", *records, "--figure", tmp_path / "levers.png"])
+    """`python -m recipes.lexicon --levers`: the committed --unsupervised reports of both pairs as one row each
+    and the median of each pair, --lexicon use, precision and machine beside copying; reports written before
+    they named their uses read as TLM where their notes say so; runs that read pairs are left out."""
+    results = ROOT / "recipes" / "results"
+    records = sorted(results.glob("train-2026-12-04-quickstart-unsupervised*.json"))
+    records += sorted(results.glob("train-2026-12-06-enro-mono-*.json"))
+    semi = results / "train-2026-12-03-enro-semi.json"
+    proc = run(
+        [sys.executable, "-m", "recipes.lexicon", "--levers", *records, semi, "--figure", tmp_path / "levers.png"]
+    )
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and ".json" in line]
-    assert len(rows) == len(records)
-    none = "| de-en | none | bf16/bf16 | `train-2026-12-04-quickstart-unsupervised.json` | 28.1 | 9931 / 4520 | "
+    assert len(rows) == len(records) and semi.name not in proc.stdout
+    xeon, amd = "Intel(R) Xeon(R) Processor x 2", "AMD EPYC x 2"
+    none = (
+        f"| de-en | none | bf16/bf16 | {xeon} | `train-2026-12-04-quickstart-unsupervised.json` | 28.1 | 9931 / 4520 | "
+    )
     assert none + "de-en 3.50 (1.51) · en-de 2.81 (1.51) |" in proc.stdout
-    assert "| de-en | none | bf16/bf16 | 1 | de-en 3.50 (+1.99) · en-de 2.81 (+1.30) |" in proc.stdout
-    assert re.search(r"\| de-en \| tlm \| bf16/bf16 \| [23] \| de-en 5\.\d\d \(\+", proc.stdout), proc.stdout
-    assert re.search(r"\| de-en \| emb \| bf16/bf16 \| 3 \| de-en \d+\.\d\d \(\+", proc.stdout), proc.stdout
-    assert "| de-en | emb | fp32/fp32 | 3 | de-en 5.43 (+3.92) · en-de 3.70 (+2.19) |" in proc.stdout  # three fp32 runs
+    assert f"| de-en | none | bf16/bf16 | {xeon} | 1 | de-en 3.50 (+1.99) · en-de 2.81 (+1.30) |" in proc.stdout
+    assert re.search(r"\| de-en \| tlm \| bf16/bf16 \| [^|]+ \| [23] \| de-en 5\.\d\d \(\+", proc.stdout), proc.stdout
+    assert re.search(r"\| de-en \| emb \| bf16/bf16 \| [^|]+ \| 3 \| de-en \d+\.\d\d \(\+", proc.stdout), proc.stdout
+    fp32 = f"| de-en | emb | fp32/fp32 | {xeon} | 3 | de-en 5.43 (+3.92) · en-de 3.70 (+2.19) |"  # three fp32 runs
+    assert fp32 in proc.stdout
+    assert f"| en-ro | emb | bf16/bf16 | {amd} | 1 | en-ro 5.29 (+3.56) · ro-en 7.06 (+5.33) |" in proc.stdout
     assert (tmp_path / "levers.png").stat().st_size > 10_000
