@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """How well the round trips choose a translation checkpoint without parallel text, measured on runs that
-have a parallel test: ``recipes/train.sh --unsupervised --keep-checkpoints`` work directories.
+have a parallel test (their own or ``--test``): ``recipes/train.sh --unsupervised --keep-checkpoints`` work
+directories.
 
-    python -m recipes.criterion WORK [WORK ...] [--valid SRC-TGT=PREFIX] --out RECORD.json [--figure PNG]
+    python -m recipes.criterion WORK [WORK ...] [--valid SRC-TGT=PREFIX ...] [--test SRC-TGT=PREFIX ...] \\
+        --out RECORD.jsonl [--figure PNG]
 
 For every checkpoint a run kept (one per validation), from its translation log: the round trips of held-out
 monolingual text that validation logged (``roundtrip_score``, ``roundtrip_bleu``, ``roundtrip_copy``, the
@@ -23,8 +25,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
+from preprocess.errors import UserError
 from preprocess.pipeline import require_pipeline
 from preprocess.segment import corpus_bleu
 from recipes.lib import figures
@@ -51,31 +54,35 @@ def validations(log: Path) -> Dict[int, Dict[str, float]]:
     return found
 
 
-def spearman(xs: List[float], ys: List[float]) -> float:
+def spearman(xs: List[float], ys: List[float]) -> Optional[float]:
+    """Spearman's rho; None where it is undefined (fewer than 3 checkpoints, or a side constant)."""
     from scipy.stats import spearmanr
 
     if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
-        return float("nan")
+        return None
     return round(float(spearmanr(xs, ys).statistic), 3)
 
 
 class Run:
     """One kept-checkpoints work directory and the sets it is measured on."""
 
-    def __init__(self, work: Path, valid_prefix=None):
+    def __init__(self, work: Path, valids=None, tests=None):
         self.work = work
+        if not (work / "report.json").is_file():
+            raise UserError(f"{work}: no report.json: not a finished train.sh work directory")
         self.report = json.loads((work / "report.json").read_text(encoding="utf-8"))
         self.data = work / "data-bin"
         self.tool = lambda name: str(Path(sys.executable).parent / name)
-        tests = [r for r in self.report["bleu"] if r["set"] == "test"]
-        if not tests:
-            sys.exit(f"criterion: error: {work}: its run scored no parallel test")
-        src, tgt = tests[0]["direction"].split("-")
-        self.pair = (src, tgt)
-        self.test = read_pairs(str(work / "raw" / f"test.{src}-{tgt}"), src, tgt, "test")
-        prefix = valid_prefix or work / "raw" / f"valid.{src}-{tgt}"
+        scored = [r["direction"].split("-") for r in self.report["bleu"] if r["set"] == "test"]
+        pairs = [tuple(d) for d in scored[:1]] or list((tests or {}).keys())
+        if not pairs:
+            raise UserError(f"{work}: its run scored no parallel test (give --test SRC-TGT=PREFIX)")
+        src, tgt = self.pair = pairs[0]
+        self.test_prefix = (tests or {}).get((src, tgt)) or work / "raw" / f"test.{src}-{tgt}"
+        self.test = read_pairs(str(self.test_prefix), src, tgt, "--test")
+        prefix = (valids or {}).get((src, tgt)) or work / "raw" / f"valid.{src}-{tgt}"
         if not Path(f"{prefix}.{src}").is_file():
-            sys.exit(f"criterion: error: {work}: no parallel valid set (give --valid {src}-{tgt}=PREFIX)")
+            raise UserError(f"{work}: no parallel valid set (give --valid {src}-{tgt}=PREFIX)")
         self.valid = read_pairs(str(prefix), src, tgt, "--valid")
         self.valid_prefix = Path(prefix)
         self.pipeline = require_pipeline(str(self.data), "data-bin")
@@ -120,13 +127,16 @@ class Run:
     def measure(self) -> dict:
         src, tgt = self.pair
         valid_bin = encoded(self.work, self.data, self.valid, self.valid_prefix, {}, self.tool, self.command, "valid")
+        test_bin, prefix = self.data, Path(self.test_prefix)
+        if prefix != self.work / "raw" / f"test.{src}-{tgt}":  # a --test set, not the run's own
+            test_bin = encoded(self.work, self.data, self.test, prefix, {}, self.tool, self.command, "test")
         logged = validations(self.work / "logs" / "translate.log")
         rows = []
         for update, ckpt in sorted(self.checkpoints().items()):
             v = logged.get(update, {})
             losses = [x for k, x in v.items() if k.startswith("bt_") and k.endswith("_loss")]
             valid = self.bleu(ckpt, self.valid, valid_bin, "valid", 1, tokenised=True)
-            test = self.bleu(ckpt, self.test, self.data, "test", 1, tokenised=False)
+            test = self.bleu(ckpt, self.test, test_bin, "test", 1, tokenised=False)
             rows.append(
                 dict(
                     update=update,
@@ -149,14 +159,16 @@ class Run:
         for name, key in (("roundtrip", "roundtrip_score"), ("parallel_valid", "valid_bleu_tok")):
             best = max(rows, key=lambda r: r[key])  # the first of equals, as fairseq keeps the first best
             ckpt = self.work / "checkpoints" / "translate" / best["checkpoint"]
-            test = self.bleu(ckpt, self.test, self.data, "test", BEAM, tokenised=False)
+            test = self.bleu(ckpt, self.test, test_bin, "test", BEAM, tokenised=False)
             chosen[name] = dict(update=best["update"], test_beam5={f"{src}-{tgt}": test[0], f"{tgt}-{src}": test[1]})
             chosen[name]["test_beam5_mean"] = round(statistics.mean(test), 2)
+        both = ((src, tgt), (tgt, src))
         lost = round(chosen["parallel_valid"]["test_beam5_mean"] - chosen["roundtrip"]["test_beam5_mean"], 2)
         return dict(
+            name=self.work.name,
             work=str(self.work),
             run=dict((k, self.report.get(k)) for k in ("command", "date", "machine", "commit", "precision")),
-            copy={r["direction"]: r["copy"] for r in self.report["bleu"] if r["set"] == "test"},
+            copy={f"{a}-{b}": round(corpus_bleu(self.test.side(a), self.test.side(b), b).score, 2) for a, b in both},
             checkpoints=rows,
             spearman=correlation,
             chosen=chosen,
@@ -168,19 +180,37 @@ def main(argv=None):
     logging.getLogger("sacrebleu").setLevel(logging.ERROR)  # tokenised BLEU of tokenised text is meant
     p = argparse.ArgumentParser(prog="python -m recipes.criterion", description=__doc__.split("\n\n")[0])
     p.add_argument("work", nargs="+", type=Path, help="train.sh work directories made with --keep-checkpoints")
-    p.add_argument("--valid", metavar="SRC-TGT=PREFIX", help="the parallel valid set (default: each run's raw/valid)")
-    p.add_argument("--out", type=Path, required=True, help="the record (JSON)")
+    p.add_argument(
+        "--valid",
+        action="append",
+        default=[],
+        metavar="SRC-TGT=PREFIX",
+        help="the parallel valid set of the runs of that pair (repeatable; default: each run's raw/valid)",
+    )
+    p.add_argument(
+        "--test",
+        action="append",
+        default=[],
+        metavar="SRC-TGT=PREFIX",
+        help="the parallel test of the runs of that pair (repeatable; default: the test each run scored)",
+    )
+    p.add_argument("--out", type=Path, required=True, help="the record (JSON lines: a line per run, then their means)")
     p.add_argument("--figure", type=Path, help="a PNG of test BLEU against the round-trip score, a line per run")
     args = p.parse_args(argv)
-    prefix = None
-    if args.valid:
-        _, key, prefix = parse_assignment(args.valid, "--valid", "SRC-TGT=PREFIX")
-        parse_pair(key, "--valid")
+    sets = {"--valid": {}, "--test": {}}
+    try:
+        for option, given in (("--valid", args.valid), ("--test", args.test)):
+            for assignment in given:
+                _, key, prefix = parse_assignment(assignment, option, "SRC-TGT=PREFIX")
+                sets[option][parse_pair(key, option)] = prefix
+        chosen = [Run(work, sets["--valid"], sets["--test"]) for work in args.work]  # every input read first
+    except UserError as e:
+        sys.exit(f"criterion: error: {e}")
     runs = []
-    for work in args.work:
+    for run in chosen:
         start = time.time()
-        runs.append(Run(work, prefix).measure())
-        r = runs[-1]
+        runs.append(run.measure())
+        r, work = runs[-1], run.work
         print(
             f"{work}: {len(r['checkpoints'])} checkpoints, Spearman {r['spearman']}, chosen "
             f"{r['chosen']}, BLEU lost {r['bleu_lost']} ({time.time() - start:.0f} s)",
@@ -190,26 +220,27 @@ def main(argv=None):
         "spearman_mean": {
             c: round(statistics.mean(x), 3)
             for c in CRITERIA
-            for x in [[r["spearman"][c] for r in runs if r["spearman"].get(c) == r["spearman"].get(c)]]
+            for x in [[r["spearman"][c] for r in runs if r["spearman"].get(c) is not None]]
             if x
         },
         "bleu_lost_mean": round(statistics.mean(r["bleu_lost"] for r in runs), 2),
     }
-    record = dict(
+    made = dict(
         date=time.strftime("%Y-%m-%d %H:%M"),
         machine=machine(),
         commit=commit(),
         command=shlex.join(
             ["python", "-m", "recipes.criterion", *map(str, argv if argv is not None else sys.argv[1:])]
         ),
-        runs=runs,
-        **summary,
     )
+    # a line per run, then their means: the tables' rows
+    lines = [dict(made, table="criterion-run", **r) for r in runs]
+    lines.append(dict(made, table="criterion-mean", runs=len(runs), **summary))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    args.out.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
     print(json.dumps(summary))
     if args.figure:
-        figures.criterion(record, args.figure)
+        figures.criterion(runs, args.figure)
 
 
 if __name__ == "__main__":

@@ -180,7 +180,7 @@ def lexicon(record: dict, path: Path) -> Optional[Path]:
     return _save(fig, path)
 
 
-def criterion(record: dict, path: Path) -> Optional[Path]:
+def criterion(runs: List[dict], path: Path) -> Optional[Path]:
     """Greedy test BLEU (mean of both directions) of every kept checkpoint against its round-trip score
     (left) and its parallel valid pairs' BLEU (right), one line per run in update order, the checkpoint
     each chooses circled (``python -m recipes.criterion``)."""
@@ -192,9 +192,9 @@ def criterion(record: dict, path: Path) -> Optional[Path]:
         (axes[0], "roundtrip_score", "round trips of monolingual text: roundtrip_score"),
         (axes[1], "valid_bleu_tok", "parallel valid pairs: tokenised BLEU (greedy)"),
     ):
-        for k, run in enumerate(record["runs"]):
+        for run in runs:
             rows = run["checkpoints"]
-            label = f"{run['run'].get('command', '?').split('--work-dir')[-1].strip()[-28:]}"
+            label = run["name"]
             line = axis.plot([r[key] for r in rows], [r["test_greedy_mean"] for r in rows], marker="o", label=label)
             best = max(rows, key=lambda r: r[key])
             axis.plot(
@@ -206,6 +206,11 @@ def criterion(record: dict, path: Path) -> Optional[Path]:
     return _save(fig, path)
 
 
+def _lever(run: dict) -> str:
+    """A bar's label: the lexicon's use, the precision, the machine's maker (a median is of one machine)."""
+    return f"{run['uses']}\n{run['precision']}\n{run['machine'].split()[0]}"
+
+
 def levers(runs: List[dict], path: Path) -> Optional[Path]:
     """Test BLEU of each train.sh --unsupervised run (a dot) and the median of its --lexicon uses (a bar),
     one panel per direction, beside copying the source (``python -m recipes.lexicon --levers``)."""
@@ -213,13 +218,13 @@ def levers(runs: List[dict], path: Path) -> Optional[Path]:
     if plt is None:
         return None
     directions = sorted({d for run in runs for d in run["bleu"]})
-    most = max(len({(r["uses"], r["precision"]) for r in runs if d in r["bleu"]}) for d in directions)
+    most = max(len({_lever(r) for r in runs if d in r["bleu"]}) for d in directions)
     fig, axes = plt.subplots(1, len(directions), figsize=(2 + len(directions) * (1.5 + 0.9 * most), 4), squeeze=False)
     for axis, d in zip(axes[0], directions):
         with_d = [r for r in runs if d in r["bleu"]]  # a direction's runs: those of its pair
-        groups = list(dict.fromkeys(f"{r['uses']}\n{r['precision']}" for r in with_d))
+        groups = list(dict.fromkeys(_lever(r) for r in with_d))
         for x, group in enumerate(groups):
-            values = [r["bleu"][d] for r in with_d if f"{r['uses']}\n{r['precision']}" == group]
+            values = [r["bleu"][d] for r in with_d if _lever(r) == group]
             axis.bar(x, statistics.median(values), color="tab:blue", alpha=0.4)
             axis.plot([x] * len(values), values, "o", color="tab:blue")
         _copy_baselines(axis, {d: with_d[0]["copy"][d]})

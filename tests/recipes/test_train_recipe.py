@@ -383,10 +383,11 @@ def test_monolingual_text_alone_trains_chooses_exports_and_reports(tmp_path):
     """--unsupervised from two --mono files and nothing else: each language's held-out blocks validate the round
     trips, which choose the checkpoint; the translator is exported and the report gives the round trips, the
     lexicon's agreement with itself and translations of held-out text, and says that BLEU was not measured.
-    A re-run with --score scores a parallel set without training again."""
+    A re-run with --score scores a parallel set without training again; recipes.criterion measures the
+    kept checkpoints' choice on parallel sets the run never read."""
     work = tmp_path / "mono"
     mono = ["--mono", f"en={SAMPLE / 'en-de' / 'mono.en'}", "--mono", f"ro={ENRO}/mono.ro"]
-    proc = _train("--unsupervised", *mono, "--tiny", "--work-dir", work)
+    proc = _train("--unsupervised", *mono, "--tiny", "--keep-checkpoints", "--work-dir", work)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert "languages:   en,ro; pairs: en-ro; unsupervised (no pair seen)" in out
@@ -406,6 +407,25 @@ def test_monolingual_text_alone_trains_chooses_exports_and_reports(tmp_path):
     again = _train("--unsupervised", *mono, "--tiny", "--score", f"docs:en-ro={ENRO}/test.en-ro", "--work-dir", work)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "done before" in again.stdout and set(_rows(again.stdout)) == {("docs", "en-ro"), ("docs", "ro-en")}
+    # how the round trips chose, on parallel sets given afterwards: every kept checkpoint measured
+    record, figure = tmp_path / "criterion.jsonl", tmp_path / "criterion.png"
+    cmd = [sys.executable, "-m", "recipes.criterion", work, "--valid", f"en-ro={ENRO}/valid.en-ro"]
+    crit = subprocess.run([*map(str, cmd), "--out", record], capture_output=True, text=True, cwd=ROOT)
+    assert crit.returncode == 1 and crit.stderr.strip().endswith("(give --test SRC-TGT=PREFIX)"), crit.stderr
+    assert not record.exists()
+    cmd += ["--test", f"en-ro={ENRO}/test.en-ro", "--out", record, "--figure", figure]
+    crit = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, cwd=ROOT)
+    assert crit.returncode == 0, crit.stdout[-2000:] + crit.stderr[-2000:]
+    run, mean = [json.loads(line) for line in record.read_text().splitlines()]
+    assert (run["table"], run["name"], mean["table"], mean["runs"]) == ("criterion-run", "mono", "criterion-mean", 1)
+    assert mean["bleu_lost_mean"] == run["bleu_lost"]
+    kept = sorted(p.name for p in (work / "checkpoints" / "translate").glob("checkpoint_*_*.pt"))
+    assert len(run["checkpoints"]) >= len(kept) >= 2
+    assert [r["update"] for r in run["checkpoints"]] == sorted(r["update"] for r in run["checkpoints"])
+    assert set(run["copy"]) == {"en-ro", "ro-en"} and run["copy"]["en-ro"] > 0
+    assert set(run["chosen"]) == {"roundtrip", "parallel_valid"} and isinstance(run["bleu_lost"], float)
+    rho = run["spearman"]["roundtrip_score"]  # None where a side is constant, as a tiny model's BLEU can be
+    assert (rho is None or -1 <= rho <= 1) and figure.stat().st_size > 0
 
 
 # a Chinese sample written here (no Chinese text ships with the project): short software sentences with their
