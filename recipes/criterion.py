@@ -203,11 +203,11 @@ def main(argv=None):
             for assignment in given:
                 _, key, prefix = parse_assignment(assignment, option, "SRC-TGT=PREFIX")
                 sets[option][parse_pair(key, option)] = prefix
-        chosen = [Run(work, sets["--valid"], sets["--test"]) for work in args.work]  # every input read first
+        runs_given = [Run(work, sets["--valid"], sets["--test"]) for work in args.work]  # every input read first
     except UserError as e:
         sys.exit(f"criterion: error: {e}")
     runs = []
-    for run in chosen:
+    for run in runs_given:
         start = time.time()
         runs.append(run.measure())
         r, work = runs[-1], run.work
