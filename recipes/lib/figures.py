@@ -212,26 +212,30 @@ def _lever(run: dict) -> str:
 
 
 def levers(runs: List[dict], path: Path) -> Optional[Path]:
-    """Test BLEU of each train.sh --unsupervised run (a dot) and the median of its --lexicon uses (a bar),
-    one panel per direction, beside copying the source (``python -m recipes.lexicon --levers``)."""
+    """Test BLEU over copying the source of each train.sh --unsupervised run (a dot; each against its own
+    test's copy, as a pair's runs may have different tests) and the median of its --lexicon uses (a bar),
+    one panel per direction, two panels a row (``python -m recipes.lexicon --levers``)."""
     plt = pyplot()
     if plt is None:
         return None
     directions = sorted({d for run in runs for d in run["bleu"]})
     most = max(len({_lever(r) for r in runs if d in r["bleu"]}) for d in directions)
-    fig, axes = plt.subplots(1, len(directions), figsize=(2 + len(directions) * (1.5 + 0.9 * most), 4), squeeze=False)
-    for axis, d in zip(axes[0], directions):
+    rows, cols = (len(directions) + 1) // 2, min(2, len(directions))
+    fig, axes = plt.subplots(rows, cols, figsize=(2 + cols * (1.5 + 0.9 * most), 4 * rows), squeeze=False)
+    for axis, d in zip(axes.flat, directions):
         with_d = [r for r in runs if d in r["bleu"]]  # a direction's runs: those of its pair
         groups = list(dict.fromkeys(_lever(r) for r in with_d))
         for x, group in enumerate(groups):
-            values = [r["bleu"][d] for r in with_d if _lever(r) == group]
+            values = [r["bleu"][d] - r["copy"][d] for r in with_d if _lever(r) == group]
             axis.bar(x, statistics.median(values), color="tab:blue", alpha=0.4)
             axis.plot([x] * len(values), values, "o", color="tab:blue")
-        _copy_baselines(axis, {d: with_d[0]["copy"][d]})
-        axis.axhline(with_d[0]["copy"][d] + 3, color="tab:green", linestyle=":", label="copy + 3")
-        axis.set(title=f"{d}, test BLEU", xticks=range(len(groups)), xlabel="--lexicon (none: without)", ylim=(0, None))
+        axis.axhline(0, color="gray", linestyle="--", label="copying the source")
+        axis.axhline(3, color="tab:green", linestyle=":", label="copy + 3")
+        axis.set(title=f"{d}: test BLEU over copying", xticks=range(len(groups)), xlabel="--lexicon (none: without)")
         axis.set_xticklabels(groups, fontsize=7)
-    _legends(*axes[0])
+    for axis in list(axes.flat)[len(directions) :]:
+        axis.axis("off")
+    _legends(axes.flat[0])
     return _save(fig, path)
 
 
