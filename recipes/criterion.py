@@ -126,10 +126,13 @@ class Run:
 
     def measure(self) -> dict:
         src, tgt = self.pair
-        valid_bin = encoded(self.work, self.data, self.valid, self.valid_prefix, {}, self.tool, self.command, "valid")
+        segmenters = self.pipeline.settings.segmenters  # parallel sets cut as the run's text was (zh, ja, th)
+        valid_bin = encoded(
+            self.work, self.data, self.valid, self.valid_prefix, segmenters, self.tool, self.command, "valid"
+        )
         test_bin, prefix = self.data, Path(self.test_prefix)
         if prefix != self.work / "raw" / f"test.{src}-{tgt}":  # a --test set, not the run's own
-            test_bin = encoded(self.work, self.data, self.test, prefix, {}, self.tool, self.command, "test")
+            test_bin = encoded(self.work, self.data, self.test, prefix, segmenters, self.tool, self.command, "test")
         logged = validations(self.work / "logs" / "translate.log")
         rows = []
         for update, ckpt in sorted(self.checkpoints().items()):
