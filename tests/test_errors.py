@@ -118,11 +118,13 @@ CASES = {
         lambda c: ["train", c.data, *TRAIN_MT, "--mt-steps", "de-ro", "--disable-validation", "--save-dir", c.save],
         "no parallel train data for de-ro (looked for {data}/train.de-ro.de.bin)",
     ),
-    "--valid-lang-pairs without parallel data": (
-        None,
+    # without parallel valid data a direction is validated by its round trip on monolingual valid text:
+    # without that too, nothing is
+    "--valid-lang-pairs without parallel or monolingual valid data": (
+        lambda c: [(c.data / f"valid.de.{ext}").unlink() for ext in ("bin", "idx")],
         lambda c: ["train", c.data, *TRAIN_MT, "--ae-steps", "en", "--valid-lang-pairs", "de-ro", "--save-dir", c.save],
-        "no valid parallel data for any of de-ro (validation needs valid.{{src}}-{{tgt}}.*; "
-        "use --disable-validation to train without)",
+        "no valid data for any of de-ro: validation needs parallel valid.{{src}}-{{tgt}}.* or, for round trips, "
+        "monolingual valid.{{src}} (use --disable-validation to train without)",
     ),
     "--best-checkpoint-metric of a language without valid data": (
         lambda c: [(c.data / f"valid.en.{ext}").unlink() for ext in ("bin", "idx")],
