@@ -53,8 +53,8 @@ def piece_embeddings(lexicon: Lexicon, pipeline, symbols: List[str], dim: int) -
 def whitened(rows: torch.Tensor) -> torch.Tensor:
     """``rows`` centred and given equal variance in every direction (their principal components scaled to one
     size: a linear map, so that pieces of both languages keep where they are to each other), then unit norm.
-    The word vectors' few leading components otherwise dominate, and an LM started from them stays on MLM's
-    unigram plateau far longer than from random init (recipes/README.md, "A lexicon from the unpaired text")."""
+    The word vectors' few leading components otherwise dominate, and an LM started from them can stay on MLM's
+    unigram plateau, depending on the seed (recipes/README.md, "A lexicon from the unpaired text")."""
     centred = rows - rows.mean(0)
     _, s, vt = torch.linalg.svd(centred, full_matrices=False)
     keep = s > s[0] * 1e-6
