@@ -19,6 +19,7 @@ setup(
         "sacremoses",
         "sacrebleu>=2.0",
         "huggingface_hub",  # released models by id: download, cache and digests
+        "sentencex",  # sentence boundaries of texts to translate, ~300 languages (inference/documents.py)
         "numpy",
     ],
     extras_require={
@@ -49,6 +50,7 @@ setup(
             "xlm-fairseq-convert=xlm_fairseq.convert:main",
             "xlm-fairseq-export=xlm_fairseq.inference.export:main",
             "xlm-fairseq-classify=xlm_fairseq.inference.classify:main",
+            "xlm-fairseq-translate=xlm_fairseq.inference.translate:main",
             "xlm-fairseq-retrieve=xlm_fairseq.evaluation.retrieval:main",
             "xlm-fairseq-distributed-cpu=xlm_fairseq.distributed.cpu_launcher:main",
             "xlm-fairseq-lexicon=xlm_fairseq.evaluation.lexicon:main",

@@ -530,7 +530,7 @@ def test_long_inputs_are_cut_or_skipped_and_counted(unmt, data_bin, tmp_path):
     code = (
         f"hub = XLMModel.from_pretrained('{unmt[0]}', checkpoint_file='checkpoint_last.pt', "
         f"data_name_or_path='{data_bin}')\n"
-        f"print(len(hub.translate(['{text}', 'Hallo'], 'de', 'en', beam=1)))"
+        f"print(len(hub.translate(['{text}', 'Hallo'], 'de', 'en', beam=1, split_sentences=False)))"
     )
     proc = run(_hub_process(code))
     assert proc.stdout.strip() == "2"

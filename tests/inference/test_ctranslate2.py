@@ -72,14 +72,19 @@ def test_translate_uses_ctranslate2(exported, unmt, data_bin, tmp_path):
     CTranslate2 lacks are named."""
     hub = XLMModel.from_pretrained(str(exported))
     raw = _raw("de", tmp_path)
-    ours = hub.translate(raw, src="de", tgt="en", beam=5, max_len_b=30, lenpen=0)
+    ours = hub.translate(raw, src="de", tgt="en", beam=5, max_len_b=30, lenpen=0, split_sentences=False)
     assert hub.ctranslate2._translators  # it was CTranslate2 that translated
     options = ["--beam", "5", "--max-len-b", "30", "--lenpen", "0"]
     lines, _ = generate_lines(data_bin, unmt[0] / "checkpoint_last.pt", "de", "en", *options)
     assert ours == [lines["D"][i] for i in range(len(raw))]
-    fairseq = hub.translate(raw[:5], src="de", tgt="en", beam=5, max_len_b=30, lenpen=0, engine="fairseq")
+    fairseq = hub.translate(
+        raw[:5], "de", "en", beam=5, max_len_b=30, lenpen=0, engine="fairseq", split_sentences=False
+    )
     assert fairseq == ours[:5]
-    assert hub.translate(["", raw[0]], src="de", tgt="en", beam=5, max_len_b=30, lenpen=0) == ["", ours[0]]
+    assert hub.translate(["", raw[0]], "de", "en", beam=5, max_len_b=30, lenpen=0, split_sentences=False) == [
+        "",
+        ours[0],
+    ]
     with pytest.raises(XLMUserError, match="engine='ctranslate2' takes beam.*not sampling"):
         hub.translate(raw[0], src="de", tgt="en", sampling=True)
 

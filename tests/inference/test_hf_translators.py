@@ -157,7 +157,9 @@ def test_greedy_and_beam_are_fairseqs(exported, hub, direction):
     greedy = model.generate(**batch)
     fairseq = hub.generate(tokens, src=src, tgt=tgt, beam=1)
     assert _tokens(greedy, pad) == [h[0]["tokens"].tolist() for h in fairseq]
-    assert tokenizer.batch_decode(greedy, skip_special_tokens=True) == hub.translate(texts, src=src, tgt=tgt, beam=1)
+    assert tokenizer.batch_decode(greedy, skip_special_tokens=True) == hub.translate(
+        texts, src, tgt, beam=1, split_sentences=False
+    )
     beam = _tokens(model.generate(**batch, num_beams=5, early_stopping=True), pad)
     fairseq = [h[0]["tokens"].tolist() for h in hub.generate(tokens, src=src, tgt=tgt, beam=5)]
     same = sum(a == b for a, b in zip(beam, fairseq))
@@ -287,7 +289,7 @@ def test_tokenizer_without_fairseq(outside, hub):
     and texts, and the README's lines the hub's greedy translations."""
     job, readme_output, results, _ = outside
     assert results.pop("modules") == []
-    assert readme_output == hub.translate(job["readme_texts"], src="de", tgt="en", beam=1)
+    assert readme_output == hub.translate(job["readme_texts"], src="de", tgt="en", beam=1, split_sentences=False)
     eos = hub.task.source_dictionary.eos()
     for direction, result in results.items():
         src, tgt = direction.split("-")

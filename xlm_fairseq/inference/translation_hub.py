@@ -7,6 +7,7 @@ search, sampling, n-best, batching, ``.cuda()``/``.half()``) with the model's ow
     mt = XLMModel.from_pretrained("ckpt/unmt", checkpoint_file="checkpoint_best.pt", data_name_or_path="DATA")
     mt.translate("Hallo Welt!", src="de", tgt="en")                          # -> str
     mt.translate(["Satz eins.", "Satz zwei."], src="de", tgt="en", beam=5)   # -> list of str
+    mt.translate("Erster Absatz. Zwei Sätze.\n\nZweiter Absatz.", src="de", tgt="en")  # paragraphs kept
     mt.sample("Hallo Welt!", src="de", tgt="en", sampling=True, sampling_topk=10)
     best = mt.generate(mt.encode("Hallo Welt!", "de"), src="de", tgt="en", beam=5)  # n-best dicts
     mt.decode(best[0]["tokens"], "en")
@@ -21,10 +22,11 @@ from typing import List, Optional
 import torch
 from fairseq.hub_utils import GeneratorHubInterface
 
-from preprocess import layout
+from preprocess import layout, segment
 from xlm_fairseq.data.encoders import XLMSubwords, XLMWordTokenizer
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.inference.ctranslate2_models import CTranslate2Directions
+from xlm_fairseq.inference.documents import translate_texts
 from xlm_fairseq.inference.hub import is_translation_model, load_checkpoint, text_batch
 
 
@@ -74,6 +76,9 @@ class XLMTranslationHubInterface(GeneratorHubInterface):
         before = (cfg.source_lang, cfg.target_lang, tok.source_lang, tok.target_lang)
         src = self._check_lang(src if src is not None else cfg.source_lang, "src", "src" in need)
         tgt = self._check_lang(tgt if tgt is not None else cfg.target_lang, "tgt", "tgt" in need)
+        if (src, tgt, src, tgt) == before:  # nested in a block of the same direction (setting cfg is slow)
+            yield
+            return
         cfg.source_lang, cfg.target_lang, tok.source_lang, tok.target_lang = src, tgt, src, tgt
         try:
             yield
@@ -88,10 +93,16 @@ class XLMTranslationHubInterface(GeneratorHubInterface):
         beam: int = 5,
         verbose: bool = False,
         engine: Optional[str] = None,
+        split_sentences: bool = True,
         **kwargs,
     ):
-        """Raw text (a string or a list of strings) -> detokenised translations (the same shape); a
-        blank string translates to "". ``engine``: ``"ctranslate2"``, the default where the model
+        """Raw text (a string or a list of strings) -> detokenised translations (the same shape). Each
+        string is a text of any length: cut into sentences (a long one into parts the model takes
+        whole), all of them translated in one batch, and put back with the text's line breaks, blank
+        lines and spacing (``documents.py``); a blank string comes back as it is. ``split_sentences=False``
+        translates each string as one sentence, as fairseq-generate does (cut to the model's positions;
+        a blank string gives "").
+        ``engine``: ``"ctranslate2"``, the default where the model
         directory holds a CTranslate2 model of the direction (``xlm-fairseq-export --ctranslate2``),
         takes ``beam``, ``max_len_a``, ``max_len_b``, ``min_len``, ``lenpen``, ``no_repeat_ngram_size``
         and in float32 gives fairseq's tokens (greedy, and beam search at ``lenpen=0``; with length
@@ -100,11 +111,33 @@ class XLMTranslationHubInterface(GeneratorHubInterface):
         with self.direction(src, tgt):
             src, tgt = self.task.cfg.source_lang, self.task.cfg.target_lang
             if self._engine(engine, src, tgt) == "fairseq":
-                return self._each_text(
-                    sentences,
-                    lambda texts: super(XLMTranslationHubInterface, self).sample(texts, beam, verbose, **kwargs),
-                )
-            return self._each_text(sentences, lambda texts: self._translate_ctranslate2(texts, src, tgt, beam, kwargs))
+
+                def translate(texts):
+                    return super(XLMTranslationHubInterface, self).sample(texts, beam, verbose, **kwargs)
+
+            else:
+
+                def translate(texts):
+                    return self._translate_ctranslate2(texts, src, tgt, beam, kwargs)
+
+            if not split_sentences:
+                return self._each_text(sentences, translate)
+            texts, single = text_batch(sentences, "sentences")
+            out = translate_texts(texts, src, tgt, translate, self.fits, self._segmenter(src))
+            return out[0] if single else out
+
+    def fits(self, sentence: str, lang: Optional[str] = None) -> bool:
+        """Whether the model translates ``sentence`` whole: within its positions, and no longer than
+        the sentences it was trained on (``--max-sentence-len``; generation stops at ``max_len_b``)."""
+        limit = self.task.max_source_positions or self.models[0].encoder.max_positions()
+        trained = getattr(self.task.cfg, "max_sentence_len", None)
+        if trained:
+            limit = min(limit, trained + 2)
+        return len(self.encode(sentence, lang)) + 1 <= limit  # encode gives pieces </s>; a </s> goes first
+
+    def _segmenter(self, lang: str):
+        name = self.pipeline.settings.segmenters.get(lang)
+        return segment.segmenter(name) if name else None
 
     def sample(self, sentences, src=None, tgt=None, beam: int = 1, verbose: bool = False, **kwargs):
         """fairseq's ``sample`` (every generation option: ``sampling``, ``sampling_topk``, ...) on a
