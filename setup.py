@@ -9,6 +9,7 @@ setup(
     license="MIT",
     python_requires=">=3.8",
     packages=find_packages(include=["xlm_fairseq", "xlm_fairseq.*", "preprocess", "preprocess.*"]),
+    package_data={"xlm_fairseq.serving": ["page.html"]},
     install_requires=[
         # fairseq 0.12.2 does not import on Python 3.11; fairseq-fixed is fairseq main with 3.11 fixes
         "fairseq-fixed==0.12.3.1; python_version >= '3.11'",
@@ -26,6 +27,7 @@ setup(
         # serving translators (xlm-fairseq-export --ctranslate2); its 4.x model format and spec API
         "ctranslate2": ["ctranslate2>=4.0,<5"],
         "figures": ["matplotlib"],  # the recipes' PNG figures (recipes/lib/figures.py)
+        "serve": ["fastapi", "uvicorn"],  # xlm-fairseq-serve (xlm_fairseq/serving)
         # xlm-fairseq-export --hf (the exported directories need transformers, sentencepiece, sacremoses only)
         "hf": ["transformers>=4.30"],
         # word segmenters of scripts without spaces (preprocess/segment.py); ja also gives sacreBLEU's ja-mecab
@@ -43,6 +45,10 @@ setup(
             "jieba",
             "sacrebleu[ja]",
             "pythainlp",
+            "fastapi",
+            "uvicorn",
+            "libretranslatepy",  # a LibreTranslate client library, against xlm-fairseq-serve
+            "selenium",  # the serving page in Debian's Chromium (scripts/browser.sh)
         ],
     },
     entry_points={
@@ -51,6 +57,7 @@ setup(
             "xlm-fairseq-export=xlm_fairseq.inference.export:main",
             "xlm-fairseq-classify=xlm_fairseq.inference.classify:main",
             "xlm-fairseq-translate=xlm_fairseq.inference.translate:main",
+            "xlm-fairseq-serve=xlm_fairseq.serving.serve:main",
             "xlm-fairseq-retrieve=xlm_fairseq.evaluation.retrieval:main",
             "xlm-fairseq-distributed-cpu=xlm_fairseq.distributed.cpu_launcher:main",
             "xlm-fairseq-lexicon=xlm_fairseq.evaluation.lexicon:main",

@@ -47,7 +47,7 @@ PLUGIN_FLOORS = (
     ("xlm_fairseq.assets", "xlm_fairseq.objectives", "xlm_fairseq.evaluation.bleu"),
     ("xlm_fairseq.tasks", "xlm_fairseq.criterions"),
     ("xlm_fairseq.inference",),
-    ("xlm_fairseq.evaluation", "xlm_fairseq.convert", "xlm_fairseq.distributed"),
+    ("xlm_fairseq.evaluation", "xlm_fairseq.convert", "xlm_fairseq.distributed", "xlm_fairseq.serving"),
 )
 # the one import that runs up, fairseq's convention: ``Model.from_pretrained`` returns the model's hub
 UPWARD_BY_DESIGN = {("xlm_fairseq.models.base", "xlm_fairseq.inference")}
