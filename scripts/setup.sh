@@ -5,7 +5,23 @@
 # that CUDA version, e.g. cu126).
 # fairseq-fixed is built from source once (its build needs torch, hence --no-build-isolation) and the
 # wheel is cached in $XLM_FAIRSEQ_WHEELS (default ~/.cache/xlm-fairseq/wheels).
+# --extras A,B installs those extras of setup.py too (serve, hf, ctranslate2, zh, ja, th, ...): pip alone
+# would put back torchaudio (below), which breaks transformers and the test suite.
 set -euo pipefail
+EXTRAS=test,figures
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --extras) [ $# -ge 2 ] || { echo "setup: error: --extras needs a value, e.g. --extras serve,hf" >&2; exit 2; }
+      EXTRAS="$EXTRAS,$2"; shift 2 ;;
+    --extras=*) EXTRAS="$EXTRAS,${1#--extras=}"; shift ;;
+    -h|--help) echo "usage: [TORCH_BUILD=cpu|cuda|cuXYZ] bash scripts/setup.sh [--extras serve,hf,...]"; exit 0 ;;
+    *) echo "setup: error: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+if ! [[ "$EXTRAS" =~ ^[a-z0-9,]+$ ]]; then
+  echo "setup: error: --extras takes names of setup.py's extras, comma-separated (got ${EXTRAS#test,figures,})" >&2
+  exit 2
+fi
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 VENV=${VENV:-.venv}
@@ -19,7 +35,7 @@ case "$TORCH_BUILD" in
   *) echo "setup: error: TORCH_BUILD=$TORCH_BUILD is not cpu, cuda or cuXYZ (e.g. cu126)" >&2; exit 1 ;;
 esac
 stamp="$VENV/.xlm-fairseq-setup"
-want="$(cat setup.py scripts/setup.sh | sha256sum | cut -c1-16) $TORCH_BUILD"
+want="$(cat setup.py scripts/setup.sh | sha256sum | cut -c1-16) $TORCH_BUILD $EXTRAS"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c "import fairseq, xlm_fairseq" 2>/dev/null; then
   echo "setup: $VENV is up to date"
   exit 0
@@ -44,7 +60,7 @@ if ! ls "$WHEELS"/$fairseq_glob >/dev/null 2>&1; then
   pip wheel -q --no-build-isolation --no-deps -w "$WHEELS" "$fairseq_req"
 fi
 pip install -q "$WHEELS"/$fairseq_glob
-pip install -q -e ".[test,figures]"
+pip install -q -e ".[$EXTRAS]"
 # fairseq-fixed requires torchaudio (for its speech tasks, which this plugin does not use), but no
 # torchaudio release pairs with torch 2.13 (the newest, 2.11.1, is linked to PyPI's CUDA torch of its own
 # version): it fails to load, and transformers imports it whenever it is installed, so it is removed
