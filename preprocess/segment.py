@@ -153,6 +153,25 @@ def corpus_bleu(hyps: List[str], refs: List[str], lang: str):
     return sacrebleu.corpus_bleu(bleu_text(hyps, lang), [bleu_text(refs, lang)], tokenize=bleu_tokenize(lang))
 
 
+def corpus_chrf(hyps: List[str], refs: List[str]):
+    """sacreBLEU's chrF of detokenised ``hyps`` against ``refs``: character n-grams with spaces removed, so
+    it needs no tokenisation and scores every script alike."""
+    import sacrebleu
+
+    return sacrebleu.corpus_chrf(hyps, [refs])
+
+
+def signatures(lang: str) -> Dict[str, str]:
+    """sacreBLEU's signatures of :func:`corpus_bleu` into ``lang`` and of :func:`corpus_chrf`."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    found = {}
+    for name, metric in (("bleu", BLEU(tokenize=bleu_tokenize(lang))), ("chrf", CHRF())):
+        metric.corpus_score(["."], [["."]])  # a signature names the number of references: known once scored
+        found[name] = metric.get_signature().format()
+    return found
+
+
 def check_bleu(lang: str, what: str) -> None:
     """BLEU into ``lang`` can be computed here: one line naming the package to install if not (before
     training, rather than at the first validation)."""

@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from preprocess.segment import corpus_bleu
+from preprocess.segment import corpus_bleu, corpus_chrf, signatures
 from recipes.lib import stages
 from recipes.lib.corpus import Pairs
 from recipes.lib.experiments import generated
@@ -99,6 +99,7 @@ def score(run) -> List[dict]:
             run.write_lines(out / f"hyp.{src}-{tgt}.txt", hyps)
             bleu = round(corpus_bleu(hyps, refs, tgt).score, 2)
             copy = round(corpus_bleu(sources, refs, tgt).score, 2)
+            chrf, chrf_copy = (round(corpus_chrf(x, refs).score, 2) for x in (hyps, sources))
             stages.write_text(out / f"bleu.{src}-{tgt}.txt", f"{bleu}\n")
             stages.write_text(out / f"copy.{src}-{tgt}.txt", f"{copy}\n")
             seen = sum(1 for s in sources if s in train_side[src])
@@ -108,6 +109,9 @@ def score(run) -> List[dict]:
                     direction=f"{src}-{tgt}",
                     bleu=bleu,
                     copy=copy,
+                    chrf=chrf,
+                    chrf_copy=chrf_copy,
+                    signature=signatures(tgt),
                     lines=len(refs),
                     source=f"{prefix}.{src}",
                     seen_in_training=seen,
@@ -218,7 +222,7 @@ def report(run, rows, probes, trained, figure, what, trips=None, examples=(), ag
         )
     if rows:
         lines.append(
-            f"{'test':<8} {'dir':<7} {'BLEU':>6} {'copy source':>12} {'gain':>7}  "
+            f"{'test':<8} {'dir':<7} {'BLEU':>6} {'copy source':>12} {'gain':>7} {'chrF':>6} {'copy':>6}  "
             f"(sacreBLEU, detokenised; beam {BEAM}; the 'scored' checkpoint)"
         )
     else:
@@ -227,7 +231,10 @@ def report(run, rows, probes, trained, figure, what, trips=None, examples=(), ag
             "for choosing)"
         )
     for r in rows:
-        lines.append(f"{r['set']:<8} {r['direction']:<7} {r['bleu']:>6} {r['copy']:>12} {r['bleu'] - r['copy']:>+7.1f}")
+        lines.append(
+            f"{r['set']:<8} {r['direction']:<7} {r['bleu']:>6} {r['copy']:>12} {r['bleu'] - r['copy']:>+7.1f} "
+            f"{r['chrf']:>6} {r['chrf_copy']:>6}"
+        )
     for r in rows:
         if r["direction"].split("-")[0] == r["source"].rsplit(".", 1)[1]:
             seen = (
@@ -277,37 +284,59 @@ def report(run, rows, probes, trained, figure, what, trips=None, examples=(), ag
     text = "\n".join(lines) + "\n"
     print("\n" + text, end="", flush=True)
     stages.write_text(run.work / "report.md", "```\n" + "\n".join(run.plan_lines) + "\n\n" + text + "```\n")
-    stages.write_json(
-        run.work / "report.json",
-        dict(
-            recipe=run.name,
-            seconds=elapsed,
-            supervision=p.supervision,
-            langs=p.langs,
-            tiny=p.tiny,
-            machine=machine(),
-            commit=commit(),
-            date=time.strftime("%Y-%m-%d %H:%M"),
-            # what ran, exactly: quickstart.sh and train.sh end in this engine's command line
-            command=shlex.join(["python", "-m", "recipes.train", *sys.argv[1:]]),
-            minutes=p.minutes,
-            model=dict(dim=p.size.dim, layers=p.size.layers),
-            vocab=p.vocab,
-            precision=[p.precision, p.translate_precision],
-            trained=trained,
-            notes=run.text["notes"],
-            bleu=[{k: v for k, v in r.items() if k != "examples"} for r in rows],
-            lexicon=probes,
-            lexicon_uses=list(p.lexicon),
-            # how emb's rows were made: the lever table tells them from the unwhitened rows of older runs
-            lexicon_embeddings="whitened" if "emb" in p.lexicon else None,
-            lexicon_agreement={f"{a}-{b}": list(v) for (a, b), v in (agreement or {}).items()},
-            checkpoint_metric=p.checkpoint_metric,
-            roundtrip={k: float(v) for k, v in (trips or {}).items()},
-            examples=[dict(direction=r["direction"], examples=r["examples"]) for r in examples],
-        ),
-        indent=1,
+    report = dict(
+        recipe=run.name,
+        seconds=elapsed,
+        supervision=p.supervision,
+        langs=p.langs,
+        tiny=p.tiny,
+        machine=machine(),
+        commit=commit(),
+        date=time.strftime("%Y-%m-%d %H:%M"),
+        # what ran, exactly: quickstart.sh and train.sh end in this engine's command line
+        command=shlex.join(["python", "-m", "recipes.train", *sys.argv[1:]]),
+        minutes=p.minutes,
+        model=dict(dim=p.size.dim, layers=p.size.layers),
+        vocab=p.vocab,
+        precision=[p.precision, p.translate_precision],
+        trained=trained,
+        notes=run.text["notes"],
+        bleu=[{k: v for k, v in r.items() if k != "examples"} for r in rows],
+        lexicon=probes,
+        lexicon_uses=list(p.lexicon),
+        # how emb's rows were made: the lever table tells them from the unwhitened rows of older runs
+        lexicon_embeddings="whitened" if "emb" in p.lexicon else None,
+        lexicon_agreement={f"{a}-{b}": list(v) for (a, b), v in (agreement or {}).items()},
+        checkpoint_metric=p.checkpoint_metric,
+        roundtrip={k: float(v) for k, v in (trips or {}).items()},
+        examples=[dict(direction=r["direction"], examples=r["examples"]) for r in examples],
     )
+    stages.write_json(run.work / "report.json", report, indent=1)
+    model_card(run, report)
+
+
+# the licence of the quickstart's sample (recipes/data/README.md, "Sources and licence")
+SAMPLE_LICENCE = (
+    "the licences of the Debian packages its sample of Debian documentation comes from: MPL-2.0, CC-BY-SA-3.0, "
+    'GFDL and GPL-2+, per source (xlm-fairseq\'s recipes/data/README.md, "Sources and licence")'
+)
+
+
+def model_card(run, report: dict) -> None:
+    """The exported model's ``README.md``, with what the report adds to what the checkpoint says."""
+    from xlm_fairseq import checkpoints
+    from xlm_fairseq.inference.model_card import checkpoint_card, report_card, write_card
+
+    model = run.work / "model"
+    if not (model / "model.pt").is_file():
+        return
+    state = checkpoints.load(str(model / "model.pt"))
+    vocab = len((model / "dict.txt").read_text(encoding="utf-8").splitlines())
+    data = [f"{pairs.name}: {len(pairs):,} sentence pairs" for pairs in run.text["train"].values()]
+    data += [f"{lang}: {len(lines):,} lines of monolingual text" for lang, lines in run.text["mono"].items()]
+    card = checkpoint_card(state, run.plan.langs, run.plan.directions, vocab)
+    licence = SAMPLE_LICENCE if run.name == "quickstart" else None
+    write_card(str(model), report_card(card, report, data, licence), f"{run.name}: {', '.join(run.plan.langs)}")
 
 
 def validation_at(log: Path, update: int) -> Dict[str, str]:

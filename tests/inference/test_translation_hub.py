@@ -79,7 +79,11 @@ def test_exported_model_dir_loads_without_the_data_bin(mt, unmt, tmp_path):
     out = tmp_path / "model"
     proc = run([sys.executable, "-m", "xlm_fairseq.inference.export", unmt[0] / "checkpoint_last.pt", out])
     assert "wrote" in proc.stdout
-    assert sorted(os.listdir(out)) == ["dict.txt", "model.pt", "spm.model", "text_pipeline.json"]
+    assert sorted(os.listdir(out)) == ["README.md", "dict.txt", "model.pt", "spm.model", "text_pipeline.json"]
+    card = (out / "README.md").read_text(encoding="utf-8")  # a model card: what the checkpoint says of itself
+    assert "language:\n- en\n- de\n- ro\n" in card and "pipeline_tag: translation" in card
+    assert "translates en→de, en→ro, de→en, de→ro, ro→en, ro→de" in card and "\n- 30 updates\n" in card
+    assert "back-translation: en-de-en,de-en-de,en-ro-en,ro-en-ro" in card and "Not measured" in card
     assert os.path.getsize(out / "model.pt") < os.path.getsize(unmt[0] / "checkpoint_last.pt") / 2  # no Adam state
     alone = XLMModel.from_pretrained(str(out))
     sentences = ["Klicken Sie auf Drucken.", "Die Datei wurde nicht gefunden."]
@@ -87,7 +91,7 @@ def test_exported_model_dir_loads_without_the_data_bin(mt, unmt, tmp_path):
     # an existing OUT_DIR is kept unless --force
     again = run([sys.executable, "-m", "xlm_fairseq.inference.export", unmt[0] / "checkpoint_last.pt", out], ok=False)
     assert again.returncode == 2 and again.stderr.count("\n") == 1 and "--force" in again.stderr
-    assert sorted(os.listdir(out)) == ["dict.txt", "model.pt", "spm.model", "text_pipeline.json"]
+    assert sorted(os.listdir(out)) == ["README.md", "dict.txt", "model.pt", "spm.model", "text_pipeline.json"]
 
 
 @pytest.mark.slow

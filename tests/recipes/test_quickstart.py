@@ -3,6 +3,7 @@ translation -> generate -> BLEU beside copying the source -> export, end to end,
 --unsupervised (the engine's own tests: test_train_recipe.py)."""
 
 import hashlib
+import json
 import os
 import re
 import signal
@@ -99,13 +100,21 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     for test_set, lines in (("test", 100), ("yours", 40)):
         for direction in ("de-en", "en-de"):
             row = [r.split() for r in proc.stdout.splitlines() if r.startswith(f"{test_set} ") and direction in r]
-            assert row and len(row[0]) == 5, proc.stdout[-1500:]
+            assert row and len(row[0]) == 7, proc.stdout[-1500:]  # BLEU, copy, gain, chrF, copy
             bleu, copy = (
                 float((work / "out" / test_set / f"{k}.{direction}.txt").read_text()) for k in ("bleu", "copy")
             )
-            assert row[0][2:] == [f"{bleu}", f"{copy}", f"{bleu - copy:+.1f}"]
+            assert row[0][2:5] == [f"{bleu}", f"{copy}", f"{bleu - copy:+.1f}"]
             hyps = (work / "out" / test_set / f"hyp.{direction}.txt").read_text(encoding="utf-8").splitlines()
             assert len(hyps) == lines
+    # the exported model's card: what it translates, how it trained, its scores, the sample's licence
+    card = (work / "model" / "README.md").read_text(encoding="utf-8")
+    report = json.loads((work / "report.json").read_text())
+    for r in report["bleu"]:
+        row = f"| {r['set']} | {r['direction']} | {r['lines']} | {r['bleu']:.2f} | {r['copy']:.2f} | {r['chrf']:.2f} |"
+        assert row in card, card
+    assert "pipeline_tag: translation" in card and "de→en" in card and "en→de" in card and "MPL-2.0" in card
+    assert f"sacreBLEU signatures: BLEU `{report['bleu'][0]['signature']['bleu']}`" in card
     assert f"figure:      {work}/figures/quickstart.png" in proc.stdout
     assert (work / "figures" / "quickstart.png").stat().st_size > 1000
     # the exported model translates without the data-bin, as the report says

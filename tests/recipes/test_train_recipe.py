@@ -360,7 +360,14 @@ def test_en_ro_stand_in_end_to_end(tmp_path):
     assert set(rows) == {("test", "en-ro"), ("test", "ro-en"), ("docs", "en-ro"), ("docs", "ro-en")}, out[-3000:]
     report = json.loads((work / "report.json").read_text())
     for r in report["bleu"]:
-        assert rows[(r["set"], r["direction"])] == [f"{r['bleu']}", f"{r['copy']}", f"{r['bleu'] - r['copy']:+.1f}"]
+        assert rows[(r["set"], r["direction"])] == [
+            f"{r['bleu']}",
+            f"{r['copy']}",
+            f"{r['bleu'] - r['copy']:+.1f}",
+            f"{r['chrf']}",
+            f"{r['chrf_copy']}",
+        ]
+        assert r["signature"]["bleu"].startswith("nrefs:1|") and "|nc:6|" in r["signature"]["chrf"]
         hyps = (work / "out" / r["set"] / f"hyp.{r['direction']}.txt").read_text(encoding="utf-8").splitlines()
         assert len(hyps) == r["lines"]
     assert {r["lines"] for r in report["bleu"] if r["set"] == "test"} == {50}  # --tiny: 1,000 pairs read, 5 % held out

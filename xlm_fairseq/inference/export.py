@@ -1,6 +1,7 @@
-"""A self-contained model directory from a training checkpoint: the weights and config, ``dict.txt``
-and the text pipeline (``text_pipeline.json`` and its subword model), so that
-``XLMModel.from_pretrained(OUT_DIR)`` needs no data-bin. It takes LMs and translation models::
+"""A self-contained model directory from a training checkpoint: the weights and config, ``dict.txt``,
+the text pipeline (``text_pipeline.json`` and its subword model) and a model card (``README.md``:
+``model_card.py``), so that ``XLMModel.from_pretrained(OUT_DIR)`` needs no data-bin. It takes LMs and
+translation models::
 
     xlm-fairseq-export ckpt/unmt/checkpoint_best.pt models/unmt-de-en [--data DATA] [--force]
     xlm-fairseq-export ckpt/unmt/checkpoint_best.pt models/unmt-de-en --ctranslate2 --quantization int8
@@ -29,6 +30,7 @@ from xlm_fairseq.assets import PretrainedCheckpoint
 from xlm_fairseq.data.dictionary import dictionary_digest
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.inference.ctranslate2_models import QUANTIZATIONS, parse_directions, write_ctranslate2
+from xlm_fairseq.inference.model_card import checkpoint_card, write_card
 
 
 def export_model_dir(
@@ -91,6 +93,9 @@ def export_model_dir(
             write_ctranslate2(state["model"], heads.pop(), ckpt.langs, dictionary.symbols, tmp, pairs, quantization)
         if hf:
             hf_translators.write_hf(state, ckpt.langs, dictionary.symbols, pipeline, tmp, pairs)
+        translation = any(k.startswith("decoder.") for k in state["model"])
+        served = parse_directions(directions, ckpt.langs) if translation else []
+        write_card(tmp, checkpoint_card(state, ckpt.langs, served, len(dictionary) - dictionary.nspecial))
     return out_dir
 
 
