@@ -29,9 +29,17 @@ class HelpFormatter(argparse.HelpFormatter):
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse whose usage errors are one line too: ``NAME: error: ... (see --help)``, exit 2.
-    ``examples``: command lines that --help shows after the options."""
+    ``examples``: command lines that --help shows after the options; ``intermixed``: positionals may
+    follow options (``CMD MODEL -s de FILE``: argparse's ``parse_intermixed_args``)."""
 
-    def __init__(self, *args, name: Optional[str] = None, examples: Sequence[str] = (), **kwargs):
+    def __init__(
+        self,
+        *args,
+        name: Optional[str] = None,
+        examples: Sequence[str] = (),
+        intermixed: bool = False,
+        **kwargs,
+    ):
         if examples:
             shown = "examples:\n" + "\n".join(f"  {line}" for line in examples)
             kwargs["epilog"] = "\n\n".join(filter(None, (kwargs.get("epilog"), shown)))
@@ -40,6 +48,12 @@ class ArgumentParser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
         self.name = name
+        self.intermixed = intermixed
+
+    def parse_args(self, args=None, namespace=None):
+        if self.intermixed:
+            return self.parse_intermixed_args(args, namespace)
+        return super().parse_args(args, namespace)
 
     def add_subparsers(self, **kwargs):
         kwargs.setdefault("parser_class", functools.partial(type(self), name=self.name))

@@ -208,6 +208,22 @@ def test_api_keys_and_the_character_limit(model_dir, tmp_path, mt):
         s.close()
 
 
+@pytest.mark.slow
+def test_the_load_benchmark_writes_its_record(model_dir, tmp_path):
+    """bench/http_serving.py on the tiny model: a record with every request answered, as one at a time."""
+    out = tmp_path / "http.json"
+    bench = [sys.executable, ROOT / "bench" / "http_serving.py", model_dir, "--requests", 8, "--clients", 4]
+    run([*bench, "--document", "--out", out])
+    record = json.loads(out.read_text())
+    assert record["engine"] == "fairseq" and record["machine"] and record["commit"]
+    for figures in (record["one_at_a_time"], record["concurrent"]):
+        assert figures["requests"] == figures["answered"] == 8 and figures["errors"] == 0
+    assert record["concurrent"]["same_as_one_at_a_time"] == 8 and record["concurrent"]["model_calls"] <= 8
+    document = record["document"]
+    assert (document["paragraphs_in"], document["sentences_in"], document["paragraphs_out"]) == (3, 12, 3)
+    assert document["hub_cli_server_same"] is True
+
+
 @pytest.mark.parametrize(
     "args,message",
     [

@@ -53,6 +53,7 @@ def main(argv=None) -> int:
         name="translate",
         prog="xlm-fairseq-translate",
         description=__doc__.split("\n\n")[0],
+        intermixed=True,  # files before or after the options
         examples=[
             "xlm-fairseq-translate runs/quickstart/model -s de -t en handbuch.txt -o manual.txt",
             "echo 'Hallo Welt. Wie geht es?' | xlm-fairseq-translate runs/quickstart/model -s de -t en",
@@ -75,7 +76,7 @@ def main(argv=None) -> int:
     p.add_argument("--cpu", action="store_true", help="stay on the CPU even if a GPU is there")
 
     def run(argv):
-        args = p.parse_intermixed_args(argv)  # files before or after the options
+        args = p.parse_args(argv)
         if args.beam < 1 or args.lines < 1:
             raise UserError(f"--beam {args.beam} / --lines {args.lines}: give numbers of at least 1")
         if args.output and any(_same_file(args.output, f) for f in args.files):

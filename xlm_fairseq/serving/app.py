@@ -25,6 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.exceptions import HTTPException
 
+from preprocess.errors import UserError
 from xlm_fairseq.serving.batcher import Batcher
 
 PAGE = os.path.join(os.path.dirname(__file__), "page.html")
@@ -56,6 +57,10 @@ def create_app(
     @app.exception_handler(RequestError)
     async def request_error(request, e: RequestError):
         return JSONResponse({"error": str(e)}, status_code=e.status)
+
+    @app.exception_handler(Exception)
+    async def server_error(request, e: Exception):  # a bug: the request fails, the server goes on
+        return JSONResponse({"error": f"translation failed: {type(e).__name__}: {e}"}, status_code=500)
 
     @app.exception_handler(HTTPException)
     async def http_error(request, e: HTTPException):  # no such path, wrong method: LibreTranslate's shape
@@ -116,7 +121,10 @@ def create_app(
         size = sum(map(len, texts))
         if char_limit is not None and size > char_limit:
             raise RequestError(400, f"{size} characters: this server takes at most {char_limit} a request")
-        out = await asyncio.wrap_future(batcher.submit(texts, src, tgt))
+        try:
+            out = await asyncio.wrap_future(batcher.submit(texts, src, tgt))
+        except UserError as e:  # what the model refuses (the hub's one-line errors)
+            raise RequestError(400, str(e)) from None
         return {"translatedText": out[0] if single else out}
 
     return app

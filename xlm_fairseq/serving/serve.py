@@ -5,6 +5,7 @@
 It listens on the loopback address unless ``--host`` says otherwise; ``--port 0`` takes a free port.
 The address is printed when the model is loaded and the port open."""
 
+import logging
 import os
 import socket
 import sys
@@ -72,6 +73,7 @@ def main(argv=None) -> int:
             raise UserError(
                 f"--host {args.host} --port {args.port}: {os.strerror(e.errno) if e.errno else e}"
             ) from None
+        logging.getLogger().setLevel(logging.INFO)  # fairseq's import leaves the root logger at DEBUG
         hub, directions = _load(args)
         from xlm_fairseq.serving.batcher import Batcher
 
