@@ -260,3 +260,11 @@ def unmt(pretrained, data_bin, tmp_path_factory):
         "1",
     )
     return save, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="session")
+def exported_unmt(unmt, tmp_path_factory):
+    """The tiny UNMT model as a model directory of xlm-fairseq-export (no CTranslate2): what users serve."""
+    out = tmp_path_factory.mktemp("exported") / "model"
+    run([sys.executable, "-m", "xlm_fairseq.inference.export", unmt[0] / "checkpoint_last.pt", out])
+    return out

@@ -111,15 +111,8 @@ def test_sentences_of_chinese_and_japanese_have_no_space_between_them():
 
 
 @pytest.fixture(scope="module")
-def model_dir(unmt, tmp_path_factory):
-    out = tmp_path_factory.mktemp("documents") / "model"
-    run([sys.executable, "-m", "xlm_fairseq.inference.export", unmt[0] / "checkpoint_last.pt", out])
-    return out
-
-
-@pytest.fixture(scope="module")
-def mt(model_dir):
-    return XLMModel.from_pretrained(str(model_dir))
+def mt(exported_unmt):
+    return XLMModel.from_pretrained(str(exported_unmt))
 
 
 GEN = {"beam": 2, "max_len_b": 20}
@@ -149,15 +142,15 @@ def test_hub_cuts_what_the_model_cannot_take_whole(mt, caplog):
 TRANSLATE = [sys.executable, "-m", "xlm_fairseq.inference.translate"]
 
 
-def test_translate_command_gives_the_hubs_translation(mt, model_dir, tmp_path):
+def test_translate_command_gives_the_hubs_translation(mt, exported_unmt, tmp_path):
     src = tmp_path / "doc.de"
     src.write_text(DOCUMENT + "\nNoch ein Satz.\n", encoding="utf-8")
     expected = mt.translate(src.read_text(encoding="utf-8"), src="de", tgt="en", beam=2)
     out = tmp_path / "doc.en"
-    proc = run([*TRANSLATE, model_dir, "-s", "de", "-t", "en", src, "--beam", "2", "-o", out, "--lines", "2"])
+    proc = run([*TRANSLATE, exported_unmt, "-s", "de", "-t", "en", src, "--beam", "2", "-o", out, "--lines", "2"])
     assert out.read_text(encoding="utf-8") == expected and proc.stdout == ""
     assert "line" in proc.stderr  # the progress bar
-    piped = run([*TRANSLATE, model_dir, "-s", "de", "-t", "en", "--beam", "2"], input=DOCUMENT)
+    piped = run([*TRANSLATE, exported_unmt, "-s", "de", "-t", "en", "--beam", "2"], input=DOCUMENT)
     assert piped.stdout == mt.translate(DOCUMENT, src="de", tgt="en", beam=2)
 
 
@@ -172,12 +165,12 @@ def test_translate_command_gives_the_hubs_translation(mt, model_dir, tmp_path):
     ],
     ids=["language", "output-is-input", "not-utf8", "missing", "beam"],
 )
-def test_translate_command_errors_are_one_line(model_dir, tmp_path, args, message, capsys):
+def test_translate_command_errors_are_one_line(exported_unmt, tmp_path, args, message, capsys):
     """In this process: the model loads once; nothing is written, no input is touched."""
     files = {"IN": "Hallo Welt.\n", "OUT": "kept\n"}
     for name, text in files.items():
         (tmp_path / name).write_text(text, encoding="utf-8")
     (tmp_path / "LATIN1").write_bytes("Eine Übersetzung.\n".encode("latin-1"))
-    status, err = in_process(translate.main, [model_dir, *(a.format(d=tmp_path) for a in args)], capsys)
+    status, err = in_process(translate.main, [exported_unmt, *(a.format(d=tmp_path) for a in args)], capsys)
     assert status == 2 and err.strip().splitlines()[-1] == f"translate: error: {message.format(d=tmp_path)}"
     assert all((tmp_path / name).read_text() == text for name, text in files.items())

@@ -35,8 +35,8 @@ BEAM = 2
 class Server:
     """``xlm-fairseq-serve MODEL --port 0 ARGS`` in its own process, up once it prints its address."""
 
-    def __init__(self, model_dir, *args, log=None):
-        cmd = [sys.executable, "-m", "xlm_fairseq.serving.serve", model_dir, "--port", "0", *args]
+    def __init__(self, exported_unmt, *args, log=None):
+        cmd = [sys.executable, "-m", "xlm_fairseq.serving.serve", exported_unmt, "--port", "0", *args]
         self.log = log
         self.proc = subprocess.Popen(
             [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, cwd=ROOT
@@ -72,20 +72,13 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def model_dir(unmt, tmp_path_factory):
-    out = tmp_path_factory.mktemp("serving") / "model"
-    run([sys.executable, "-m", "xlm_fairseq.inference.export", unmt[0] / "checkpoint_last.pt", out])
-    return out
+def mt(exported_unmt):
+    return XLMModel.from_pretrained(str(exported_unmt))
 
 
 @pytest.fixture(scope="module")
-def mt(model_dir):
-    return XLMModel.from_pretrained(str(model_dir))
-
-
-@pytest.fixture(scope="module")
-def server(model_dir, tmp_path_factory):
-    s = Server(model_dir, "--beam", BEAM, "--char-limit", 20000, log=tmp_path_factory.mktemp("log") / "serve.log")
+def server(exported_unmt, tmp_path_factory):
+    s = Server(exported_unmt, "--beam", BEAM, "--char-limit", 20000, log=tmp_path_factory.mktemp("log") / "serve.log")
     yield s
     s.close()
 
@@ -96,12 +89,12 @@ def translate(s, q, src="de", tgt="en"):
     return answer["translatedText"]
 
 
-def test_a_document_is_the_same_through_hub_command_and_server(server, mt, model_dir, tmp_path):
+def test_a_document_is_the_same_through_hub_command_and_server(server, mt, exported_unmt, tmp_path):
     expected = mt.translate(DOCUMENT, src="de", tgt="en", beam=BEAM)
     assert expected.count("\n\n") == 2 and expected.count("\n") == 5  # the paragraphs and the line break kept
     assert translate(server, DOCUMENT) == expected
     (tmp_path / "doc.de").write_text(DOCUMENT, encoding="utf-8")
-    cli = [sys.executable, "-m", "xlm_fairseq.inference.translate", model_dir, "-s", "de", "-t", "en"]
+    cli = [sys.executable, "-m", "xlm_fairseq.inference.translate", exported_unmt, "-s", "de", "-t", "en"]
     assert run([*cli, tmp_path / "doc.de", "--beam", BEAM]).stdout == expected
     # a list gives a list; an empty text gives ""
     assert translate(server, [DOCUMENT, "", "Hallo."]) == [expected, "", mt.translate("Hallo.", "de", "en", beam=BEAM)]
@@ -186,10 +179,10 @@ def test_wrong_paths_and_methods_answer_in_the_same_shape(server):
 
 
 @pytest.mark.slow
-def test_api_keys_and_the_character_limit(model_dir, tmp_path, mt):
+def test_api_keys_and_the_character_limit(exported_unmt, tmp_path, mt):
     keys = tmp_path / "keys"
     keys.write_text("# one a line\nsecret-1\n\nsecret-2\n")
-    s = Server(model_dir, "--api-keys", keys, "--char-limit", 40, "--directions", "de-en", log=tmp_path / "log")
+    s = Server(exported_unmt, "--api-keys", keys, "--char-limit", 40, "--directions", "de-en", log=tmp_path / "log")
     try:
         body = {"q": "Hallo Welt.", "source": "de", "target": "en"}
         assert s.post(body)[0] == 403 and "invalid API key" in s.post(body)[1]["error"]
@@ -209,10 +202,10 @@ def test_api_keys_and_the_character_limit(model_dir, tmp_path, mt):
 
 
 @pytest.mark.slow
-def test_the_load_benchmark_writes_its_record(model_dir, tmp_path):
+def test_the_load_benchmark_writes_its_record(exported_unmt, tmp_path):
     """bench/http_serving.py on the tiny model: a record with every request answered, as one at a time."""
     out = tmp_path / "http.json"
-    bench = [sys.executable, ROOT / "bench" / "http_serving.py", model_dir, "--requests", 8, "--clients", 4]
+    bench = [sys.executable, ROOT / "bench" / "http_serving.py", exported_unmt, "--requests", 8, "--clients", 4]
     run([*bench, "--document", "--out", out])
     record = json.loads(out.read_text())
     assert record["engine"] == "fairseq" and record["machine"] and record["commit"]
@@ -234,16 +227,16 @@ def test_the_load_benchmark_writes_its_record(model_dir, tmp_path):
     ],
     ids=["keys-missing", "keys-empty", "port", "directions"],
 )
-def test_serve_command_errors_are_one_line(model_dir, tmp_path, args, message, capsys):
+def test_serve_command_errors_are_one_line(exported_unmt, tmp_path, args, message, capsys):
     (tmp_path / "empty").write_text("\n# nothing\n")
-    status, err = in_process(serve.main, [model_dir, "--port", "0", *(a.format(d=tmp_path) for a in args)], capsys)
+    status, err = in_process(serve.main, [exported_unmt, "--port", "0", *(a.format(d=tmp_path) for a in args)], capsys)
     assert status == 2 and err.strip().splitlines()[-1] == f"serve: error: {message.format(d=tmp_path)}"
 
 
-def test_a_port_in_use_is_one_line(model_dir, capsys):
+def test_a_port_in_use_is_one_line(exported_unmt, capsys):
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        status, err = in_process(serve.main, [model_dir, "--port", port], capsys)
+        status, err = in_process(serve.main, [exported_unmt, "--port", port], capsys)
     assert status == 2 and err.strip() == f"serve: error: --host 127.0.0.1 --port {port}: Address already in use"
 
 

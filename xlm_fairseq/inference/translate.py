@@ -9,23 +9,11 @@ output, or to ``-o OUT``, written whole or not at all and never over an input.""
 
 import os
 import sys
-from typing import Iterable, Iterator, List, Optional
+from typing import Iterator, List, Optional
 
 from preprocess.errors import ArgumentParser, UserError, run_command
 from preprocess.files import atomic_write
-
-
-def blocks(lines: Iterable[str], size: int) -> Iterator[List[str]]:
-    """Lines (each with its line break) in runs of ``size``: a sentence never spans a line break, so
-    each run translates alone."""
-    block: List[str] = []
-    for line in lines:
-        block.append(line)
-        if len(block) >= size:
-            yield block
-            block = []
-    if block:
-        yield block
+from preprocess.inputs import chunks  # runs of lines: a sentence never spans a line break, so each translates alone
 
 
 def read_lines(path: str) -> List[str]:
@@ -59,21 +47,13 @@ def main(argv=None) -> int:
             "echo 'Hallo Welt. Wie geht es?' | xlm-fairseq-translate runs/quickstart/model -s de -t en",
         ],
     )
-    p.add_argument("model", help="a model directory (xlm-fairseq-export's, or a run's model/) or a checkpoint")
+    add_translator_options(p)
     p.add_argument("files", nargs="*", metavar="FILE", help="UTF-8 text files (default: standard input)")
     p.add_argument("-s", "--source-lang", required=True, help="the language of the text")
     p.add_argument("-t", "--target-lang", required=True, help="the language to translate into")
     p.add_argument("-o", "--output", help="write the translation here (default: standard output)")
-    p.add_argument("--checkpoint-file", default="model.pt", help="in the model directory (default: %(default)s)")
-    p.add_argument("--beam", type=int, default=5, help="beam size (default: %(default)s)")
-    p.add_argument(
-        "--engine",
-        choices=("fairseq", "ctranslate2"),
-        help="default: ctranslate2 where the model directory holds one for the direction, else fairseq",
-    )
     p.add_argument("--lines", type=int, default=200, help="lines translated in one batch (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--cpu", action="store_true", help="stay on the CPU even if a GPU is there")
 
     def run(argv):
         args = p.parse_args(argv)
@@ -82,14 +62,14 @@ def main(argv=None) -> int:
         if args.output and any(_same_file(args.output, f) for f in args.files):
             raise UserError(f"-o {args.output}: is one of the input files; give another path")
         texts = [read_lines(path) for path in args.files]  # every input read before the model loads
-        hub = _load(args)
+        hub = load_translator(args)
         hub.translate("", src=args.source_lang, tgt=args.target_lang)  # the direction checked before any output
         with _output(args.output) as out:
             if args.files:
                 _translate_files(hub, args, texts, out)
             else:
                 interactive = sys.stdin.isatty()
-                for block in blocks(stdin_lines(interactive), 1 if interactive else args.lines):
+                for block in chunks(stdin_lines(interactive), 1 if interactive else args.lines):
                     out.write(_translate(hub, args, block))
                     out.flush()
         return 0
@@ -107,12 +87,27 @@ def _translate_files(hub, args, texts: List[List[str]], out) -> None:
     total = sum(map(len, texts))
     with tqdm(total=total, unit="line", disable=args.quiet or total == 0, file=sys.stderr) as bar:
         for lines in texts:
-            for block in blocks(lines, args.lines):
+            for block in chunks(lines, args.lines):
                 out.write(_translate(hub, args, block))
                 bar.update(len(block))
 
 
-def _load(args):
+def add_translator_options(p) -> None:
+    """The model and decoding options of the commands that translate with a model (this one and
+    ``xlm-fairseq-serve``); :func:`load_translator` reads them."""
+    p.add_argument("model", help="a model directory (xlm-fairseq-export's, or a run's model/) or a checkpoint")
+    p.add_argument("--checkpoint-file", default="model.pt", help="in the model directory (default: %(default)s)")
+    p.add_argument("--beam", type=int, default=5, help="beam size (default: %(default)s)")
+    p.add_argument(
+        "--engine",
+        choices=("fairseq", "ctranslate2"),
+        help="default: ctranslate2 where the model directory holds one for the direction, else fairseq",
+    )
+    p.add_argument("--cpu", action="store_true", help="stay on the CPU even if a GPU is there")
+
+
+def load_translator(args):
+    """The translation hub of :func:`add_translator_options`' arguments, on the GPU where there is one."""
     import torch
 
     from xlm_fairseq.inference import XLMTranslationHubInterface

@@ -11,6 +11,8 @@ import socket
 import sys
 
 from preprocess.errors import ArgumentParser, UserError, run_command
+from xlm_fairseq.inference.ctranslate2_models import parse_directions
+from xlm_fairseq.inference.translate import add_translator_options, load_translator
 
 
 def read_api_keys(path: str):
@@ -36,22 +38,14 @@ def main(argv=None) -> int:
             '-d \'{"q": "Hallo Welt.", "source": "de", "target": "en"}\'',
         ],
     )
-    p.add_argument("model", help="a model directory (xlm-fairseq-export's, or a run's model/) or a checkpoint")
+    add_translator_options(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s, this machine only)")
     p.add_argument("--port", type=int, default=5000, help="port (default: %(default)s; 0: a free one)")
-    p.add_argument("--checkpoint-file", default="model.pt", help="in the model directory (default: %(default)s)")
     p.add_argument("--directions", metavar="SRC-TGT,...", help="the directions served (default: every pair)")
     p.add_argument(
         "--char-limit", type=int, default=5000, help="characters a request may hold (default: %(default)s; -1: any)"
     )
     p.add_argument("--api-keys", metavar="FILE", help="keys, one a line: a request must give one as api_key")
-    p.add_argument("--beam", type=int, default=5, help="beam size (default: %(default)s)")
-    p.add_argument(
-        "--engine",
-        choices=("fairseq", "ctranslate2"),
-        help="default: ctranslate2 where the model directory holds one for the direction, else fairseq",
-    )
-    p.add_argument("--cpu", action="store_true", help="stay on the CPU even if a GPU is there")
     p.add_argument("--log-level", default="warning", help="uvicorn's (default: %(default)s)")
 
     def run(argv):
@@ -74,7 +68,8 @@ def main(argv=None) -> int:
                 f"--host {args.host} --port {args.port}: {os.strerror(e.errno) if e.errno else e}"
             ) from None
         logging.getLogger().setLevel(logging.INFO)  # fairseq's import leaves the root logger at DEBUG
-        hub, directions = _load(args)
+        hub = load_translator(args)
+        directions = parse_directions(args.directions, hub.langs)
         from xlm_fairseq.serving.batcher import Batcher
 
         def translate(texts, src, tgt):
@@ -92,18 +87,6 @@ def main(argv=None) -> int:
         return 0
 
     return run_command("serve", run, argv)
-
-
-def _load(args):
-    import torch
-
-    from xlm_fairseq.inference import XLMTranslationHubInterface
-    from xlm_fairseq.inference.ctranslate2_models import parse_directions
-
-    hub = XLMTranslationHubInterface.from_pretrained(args.model, checkpoint_file=args.checkpoint_file)
-    if torch.cuda.is_available() and not args.cpu:
-        hub.cuda()
-    return hub, parse_directions(args.directions, hub.langs)
 
 
 if __name__ == "__main__":
