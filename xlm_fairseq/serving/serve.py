@@ -60,7 +60,7 @@ def main(argv=None) -> int:
 
             from xlm_fairseq.serving.app import create_app
         except ImportError as e:
-            raise UserError(f"serving needs {e.name}: pip install -e '.[serve]' (fastapi, uvicorn)") from None
+            raise UserError(f"serving needs {e.name}: bash scripts/setup.sh --extras serve") from None
         try:
             sock = socket.create_server((args.host, args.port))  # taken before the model loads: fail early
         except OSError as e:
