@@ -34,6 +34,7 @@ setup(
         "zh": ["jieba"],
         "ja": ["sacrebleu[ja]"],
         "th": ["pythainlp"],
+        "corpora": ["polib"],  # recipes/data/debian.py: the .mo catalogs of Debian's packages
         "test": [
             "pytest",
             "pytest-xdist",  # -n auto (pyproject.toml): the suite on every core
@@ -49,6 +50,7 @@ setup(
             "uvicorn",
             "libretranslatepy",  # a LibreTranslate client library, against xlm-fairseq-serve
             "selenium",  # the serving page in Debian's Chromium (scripts/browser.sh)
+            "polib",
         ],
     },
     entry_points={

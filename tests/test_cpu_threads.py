@@ -3,6 +3,7 @@ a 2-thread fairseq-train beside one busy process used to run ~10x slower than on
 OpenMP threads spinning while they waited for the descheduled one."""
 
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -81,7 +82,8 @@ def test_fairseq_train_gives_a_busy_core_back_unless_told_not_to(data_bin):
     finally:
         busy.kill()
         busy.wait()
-    assert "CPU threads 2 -> 1: other processes keep 1 of 2 cores busy" in governed.stdout + governed.stderr
+    # 1 core held by the busy loop; 2 when the suite's other worker shares these CPUs too
+    assert re.search(r"CPU threads 2 -> 1: other processes keep [12] of 2 cores busy", governed.stdout + governed.stderr)
     assert "CPU threads" not in fixed.stdout + fixed.stderr
     # what bench/run.py counts in ours' logs (a run that gave cores back is marked in its results)
     changed = runpy.run_path(str(ROOT / "bench" / "logs.py"))["THREADS_CHANGED"]
