@@ -363,8 +363,8 @@ def main(argv=None):
                    help="subwords of the sentencepiece model of the pretraining text (default 4000; --tiny 1000)")
     p.add_argument("--work-dir", help="where everything goes (default runs/xcls-{sample,tiny,experiment})")
     p.add_argument("--shared-data", default=str(ROOT.parent / "shared" / "data"),
-                   help="the shared corpora, for --experiment, --corpus shared*, the probe and --self-train's pool "
-                        "(default ../shared/data)")
+                   help="the Debian corpora (a folder recipes/data/debian.py wrote), for --experiment, --corpus "
+                        "shared*, the probe and --self-train's pool (default ../shared/data)")
     p.add_argument("--fresh", action="store_true", help="delete the work directory first")
     args = p.parse_args(argv)
     if args.tiny and args.experiment:

@@ -83,7 +83,8 @@ def test_fairseq_train_gives_a_busy_core_back_unless_told_not_to(data_bin):
         busy.kill()
         busy.wait()
     # 1 core held by the busy loop; 2 when the suite's other worker shares these CPUs too
-    assert re.search(r"CPU threads 2 -> 1: other processes keep [12] of 2 cores busy", governed.stdout + governed.stderr)
+    governed_log = governed.stdout + governed.stderr
+    assert re.search(r"CPU threads 2 -> 1: other processes keep [12] of 2 cores busy", governed_log)
     assert "CPU threads" not in fixed.stdout + fixed.stderr
     # what bench/run.py counts in ours' logs (a run that gave cores back is marked in its results)
     changed = runpy.run_path(str(ROOT / "bench" / "logs.py"))["THREADS_CHANGED"]

@@ -16,7 +16,11 @@ EXPERIMENT_INPUTS = ("en-de/docs.natural.en", "bli/de-en.dev.txt")  # the MT exp
 
 
 def add_shared_data_option(parser):
-    parser.add_argument("--shared-data", default=str(SHARED_DATA), help="the shared corpora (default ../shared/data)")
+    parser.add_argument(
+        "--shared-data",
+        default=str(SHARED_DATA),
+        help="the Debian corpora: a folder recipes/data/debian.py wrote (default ../shared/data)",
+    )
 
 
 def check_shared_data(parser, args, needs=EXPERIMENT_INPUTS):
