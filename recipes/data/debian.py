@@ -9,7 +9,8 @@ Stages (each writes under OUT: UTF-8, one segment a line, parallel files line-al
            that ship one for L (found in the archive's Contents index)
   docs     en-L/docs.{en,L}: translated manuals aligned block by block along their document
            structure, then sentence by sentence: GIMP help, the installation guide, the Debian
-           Handbook, LibreOffice help, Debian Reference, GNOME/MATE help (Mallard pages)
+           Handbook, LibreOffice help, Debian Reference, GNOME/MATE help (Mallard pages); and
+           Firefox's interface strings, paired by their keys
   ddtp     en-de/ddtp.{en,de}: package descriptions and the Description Translation Project's
            German; mono/ddtp.mono.{en,de}: the descriptions' sentences
   mono     mono/fortunes.{en,de} (fortunes, fortunes-de), mono/manpages.{en,de,ro} (manpages*)
@@ -57,6 +58,7 @@ DOC_PACKAGES = {  # manuals translated as a whole tree of documents
     "de": ["gimp-help-de", "libreoffice-help-de", "debian-reference-de"],
     "ro": ["gimp-help-ro"],
 }
+MOZILLA = "firefox-esr"  # English strings in its omni.ja files, L's in firefox-esr-l10n-L's langpack
 MONO_PACKAGES = {
     "en": ["fortunes", "manpages", "manpages-dev"],
     "de": ["fortunes-de", "manpages-de", "manpages-de-dev"],
@@ -342,10 +344,11 @@ def align_documents(corpus, en_doc, doc, source):
 def docs_stage(archive, out, langs):
     help_re = r"usr/share/help/(%s)/" % "|".join(langs)
     packages = set(archive.contents(help_re)) | {p for lang in ("en", *langs) for p in DOC_PACKAGES.get(lang, [])}
+    packages |= {MOZILLA, *(f"{MOZILLA}-l10n-{lang}" for lang in langs)}
     tree = archive.work / "docs"
     tree.mkdir(parents=True, exist_ok=True)
     log(f"docs: {len(packages)} packages of manuals")
-    archive.unpack(sorted(packages), tree, ["*.html", "*.xhtml", "*.page"])
+    archive.unpack(sorted(packages), tree, ["*.html", "*.xhtml", "*.page", "*omni.ja", "*/langpack-*.xpi"])
     for lang in langs:
         corpus, documents = Corpus(out, lang, "docs"), 0
         for doc in sorted(p for p in tree.rglob("*") if p.suffix in (".html", ".xhtml", ".page") and p.is_file()):
@@ -354,7 +357,52 @@ def docs_stage(archive, out, langs):
                 align_documents(corpus, tree / en_doc, doc, str(doc.relative_to(tree)))
                 documents += 1
         log(f"docs: {documents:,} {lang} documents with an English twin")
+        english = {k: v for omni in sorted(tree.rglob("omni.ja")) for k, v in mozilla_strings(omni).items()}
+        for langpack in sorted(tree.rglob(f"langpack-{lang}@*.xpi")):
+            for key, text in mozilla_strings(langpack).items():
+                if key in english:
+                    corpus.add(english[key], text, f"{MOZILLA}:{key[0]}")
         corpus.close()
+
+
+FLUENT = re.compile(r"^(-?[A-Za-z][\w-]*) *= *(\S.*)$")  # a message on one line
+FLUENT_ATTRIBUTE = re.compile(r"^\s+\.([\w-]+) *= *(\S.*)$")
+PROPERTY = re.compile(r"^([^#!\s][^=:\s]*) *[=:] *(\S.*)$")
+RESOURCE = re.compile(r"(?:^|/)(?:localization|locale)/(?:[a-z]{2,3}(?:-[A-Z]{2})?/)?(.+\.(?:ftl|properties))$")
+
+
+def mozilla_strings(path: Path):
+    """{(resource, key): text} of the Fluent (.ftl) and .properties files in a Mozilla zip (omni.ja,
+    a langpack), each resource named as Mozilla's localization finds it (browser/menubar.ftl)."""
+    import zipfile
+
+    found = {}
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError):
+        return found
+    for name in archive.namelist():
+        resource = RESOURCE.search(name)
+        if not resource:
+            continue
+        message = key = None
+        for line in archive.read(name).decode("utf-8", "replace").splitlines():
+            if name.endswith(".properties"):
+                entry = PROPERTY.match(line)
+                key = entry and (resource[1], entry[1])
+            elif entry := FLUENT.match(line):
+                message, key = entry[1], (resource[1], entry[1])
+            elif (entry := FLUENT_ATTRIBUTE.match(line)) and message:
+                key = (resource[1], f"{message}.{entry[1]}")
+            elif line.startswith(" ") and line.strip() and key:
+                found.pop(key, None)  # a value of several lines: its first alone is no translation
+                continue
+            else:
+                message = message if line.startswith(" ") else None  # a message's attributes follow it
+                continue
+            if entry and not key[1].lower().endswith("key"):  # access keys and shortcuts are letters
+                found[key] = entry[2]
+    return found
 
 
 def ddtp_stage(archive, out, langs):

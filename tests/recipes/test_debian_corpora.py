@@ -3,8 +3,10 @@
 the Ding dictionary become the corpora the recipes' tables name."""
 
 import gzip
+import io
 import subprocess
 import sys
+import zipfile
 
 import polib
 import pytest
@@ -51,6 +53,20 @@ def deb(folder, name, files):
         check=True,
         capture_output=True,
     )
+
+
+FTL_EN = "menu-file = File\n    .accesskey = F\nmenu-quit = Quit the browser now.\nlong = A first line\n    goes on.\n"
+FTL_DE = (
+    "menu-file = Datei\n    .accesskey = D\nmenu-quit = Den Browser jetzt beenden.\nlong = Eine Zeile\n    und mehr.\n"
+)
+
+
+def zipped(files):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+    return buffer.getvalue()
 
 
 def catalog(tmp_path, pairs):
@@ -103,6 +119,28 @@ def archive(tmp_path):
             "usr/share/games/fortunes/wisdom.dat": b"\x00\x01",
         },
     )
+    properties = "save=Save the page as a file.\n"
+    omni = {
+        "localization/en-US/toolkit/main.ftl": FTL_EN,
+        "chrome/en-US/locale/en-US/global/page.properties": properties,
+    }
+    deb(
+        debs,
+        "firefox-esr",
+        {
+            "usr/lib/firefox-esr/omni.ja": zipped(omni),
+            "usr/lib/firefox-esr/browser/omni.ja": zipped(
+                {"localization/en-US/browser/menu.ftl": "menu-new = New window\n"}
+            ),
+        },
+    )
+    langpack = {
+        "localization/de/toolkit/main.ftl": FTL_DE,
+        "browser/localization/de/browser/menu.ftl": "menu-new = Neues Fenster\n",
+        "chrome/de/locale/de/global/page.properties": "# a comment\nsave = Seite als Datei speichern.\n",
+    }
+    xpi = "usr/lib/firefox-esr/browser/extensions/langpack-de@firefox-esr.mozilla.org.xpi"
+    deb(debs, "firefox-esr-l10n-de", {xpi: zipped(langpack)})
     deb(debs, "fortunes-de", {"usr/share/games/fortunes/de/zitate": b"Erkenne dich selbst.\n%\n"})
     deb(debs, "manpages-de", {"usr/share/man/de/man1/foo.1.gz": gzip.compress(MANPAGE.encode())})
     deb(debs, "trans-de-en", {"usr/share/trans/de-en": DING.encode()})
@@ -150,11 +188,19 @@ def test_every_stage_from_packages(archive, tmp_path):
     assert ("Getting started", "Erste Schritte") in docs
     assert ("Help pages are written in Mallard.", "Hilfeseiten sind in Mallard geschrieben.") in docs
     sources = lines(out / "en-de" / "docs.src")  # each pair's page, for splits by document
-    assert set(sources) == {"usr/share/gimp/2.0/help/de/intro.html", "usr/share/help/de/foo/index.page"}
+    assert {"usr/share/gimp/2.0/help/de/intro.html", "usr/share/help/de/foo/index.page"} < set(sources)
     assert len(sources) == len(docs)
+    # Firefox's strings by resource and key: one-line values only, no access keys
+    firefox = sorted(pair for pair, source in zip(docs, sources) if source.startswith("firefox-esr:"))
+    assert firefox == [
+        ("File", "Datei"),
+        ("New window", "Neues Fenster"),
+        ("Quit the browser now.", "Den Browser jetzt beenden."),
+        ("Save the page as a file.", "Seite als Datei speichern."),
+    ]
     text = (out / "en-de" / "docs.en").read_text() + (out / "en-de" / "docs.de").read_text()
     assert "Nur auf Deutsch" not in text and "--batch" not in text and "--help" not in text
-    assert len(docs) == len(set(docs)) == 5  # the same pairs on both pages: once each
+    assert len(docs) == len(set(docs)) == 5 + 4  # the same pairs on both pages: once each
     ddtp = list(zip(lines(out / "en-de" / "ddtp.en"), lines(out / "en-de" / "ddtp.de")))
     assert ("This program shows an image in a window.", "Dieses Programm zeigt ein Bild in einem Fenster an.") in ddtp
     assert "Nobody translated this one." in lines(out / "mono" / "ddtp.mono.en")
