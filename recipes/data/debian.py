@@ -299,7 +299,8 @@ def blocks(path: Path):
             root = etree.fromstring(raw)
         else:  # HTML: the charset its head names, else UTF-8 (lxml alone would guess Latin-1)
             charset = re.search(rb"charset=[\"']?([\w-]+)", raw[:4096])
-            root = html.document_fromstring(raw.decode(charset[1].decode() if charset else "utf-8", "replace"))
+            parser = html.HTMLParser(encoding=charset[1].decode() if charset else "utf-8")
+            root = html.document_fromstring(raw, parser=parser)  # bytes: an XML declaration is no error
     except (etree.LxmlError, LookupError, ValueError):
         return []
     for bad in root.iter(*SKIP, *(f"{{*}}{t}" for t in SKIP)):

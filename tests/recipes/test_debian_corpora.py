@@ -19,7 +19,8 @@ EN_DE = [
     ("The image could not be saved.", "Das Bild konnte nicht gespeichert werden."),
     ("Save %s", "%s speichern"),
 ]
-HTML = """<html><head><title>{title}</title></head><body><h1>{title}</h1>
+HTML = """<?xml version="1.0" encoding="UTF-8"?>
+<html><head><title>{title}</title></head><body><h1>{title}</h1>
 <p>{p1} {p2}</p>{extra}<pre>gimp --batch</pre><ul><li><p>{item}</p></li></ul></body></html>"""
 MALLARD = """<page xmlns="http://projectmallard.org/1.0/" id="index"><title>{title}</title>
 <p>{p1}</p><code>gnome-foo --help</code><p>{note}</p></page>"""

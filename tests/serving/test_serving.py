@@ -269,6 +269,9 @@ def test_the_page_translates_in_a_real_browser(server, mt, tmp_path):
         wait.until(lambda b: len(Select(b.find_element(By.ID, "source")).options) == 3)
         Select(browser.find_element(By.ID, "source")).select_by_value("de")
         Select(browser.find_element(By.ID, "target")).select_by_value("en")
+        # languages by name in the browser's language (Chromium's en-US here), codes as the values
+        assert Select(browser.find_element(By.ID, "source")).first_selected_option.text == "German"
+        assert Select(browser.find_element(By.ID, "target")).first_selected_option.text == "English"
         text = "Öffnen Sie das Menü „Datei“.\n\nWählen Sie „Speichern unter“."
         browser.find_element(By.ID, "text").send_keys(text)
         browser.find_element(By.ID, "translate").click()
