@@ -486,8 +486,10 @@ def mono_stage(archive, out, langs):
         if lang in ("en", *langs) and folder.is_dir():
             quotes = []
             for f in sorted(p for p in folder.iterdir() if p.is_file() and p.suffix not in (".dat", ".u8")):
-                if "art" not in f.name:  # ASCII art is no text
-                    quotes += f.read_text(encoding="utf-8", errors="replace").split("\n%\n")
+                if f.name not in ("art", "ascii-art", "asciiart"):  # pictures made of letters are no text
+                    utf8 = f.with_name(f.name + ".u8")  # fortunes-de's files are Latin-1, their .u8 twins UTF-8
+                    text = (utf8 if utf8.exists() else f).read_text(encoding="utf-8", errors="replace")
+                    quotes += text.split("\n%\n")
             _write_lines(out / "mono" / f"fortunes.{lang}", quotes)
     man = tree / "usr" / "share" / "man"
     for lang in ("en", *langs):

@@ -142,7 +142,16 @@ def archive(tmp_path):
     }
     xpi = "usr/lib/firefox-esr/browser/extensions/langpack-de@firefox-esr.mozilla.org.xpi"
     deb(debs, "firefox-esr-l10n-de", {xpi: zipped(langpack)})
-    deb(debs, "fortunes-de", {"usr/share/games/fortunes/de/zitate": b"Erkenne dich selbst.\n%\n"})
+    zitate = "Erkenne dich selbst.\n%\nÜbung macht den Meister.\n%\n"
+    deb(
+        debs,
+        "fortunes-de",
+        {  # Latin-1 beside its UTF-8 twin, as fortunes-de ships them; no pictures
+            "usr/share/games/fortunes/de/zitate": zitate.encode("latin-1"),
+            "usr/share/games/fortunes/de/zitate.u8": zitate.encode(),
+            "usr/share/games/fortunes/de/asciiart": b"  /\\_/\\\n ( o.o )\n%\n",
+        },
+    )
     deb(debs, "manpages-de", {"usr/share/man/de/man1/foo.1.gz": gzip.compress(MANPAGE.encode())})
     deb(debs, "trans-de-en", {"usr/share/trans/de-en": DING.encode()})
     (indices / "Translation-en").write_text(
@@ -218,7 +227,7 @@ def test_every_stage_from_packages(archive, tmp_path):
         "foo\tgraphics\tBildbetrachter. Dieses Programm zeigt ein Bild in einem Fenster an."
     ]
     assert lines(out / "mono" / "fortunes.en") == ["Know thyself.", "Less is more."]
-    assert lines(out / "mono" / "fortunes.de") == ["Erkenne dich selbst."]
+    assert lines(out / "mono" / "fortunes.de") == ["Erkenne dich selbst.", "Übung macht den Meister."]
     man = lines(out / "mono" / "manpages.de")
     assert "Dieses Programm zeigt eine kurze Nachricht auf dem Bildschirm an." in man
     assert not any("BESCHREIBUNG" in line for line in man)
