@@ -279,7 +279,7 @@ def gettext_stage(archive, out, langs, max_mb):
                 text = e.msgstr or (e.msgstr_plural or {}).get(0, "")
                 if e.msgid and text:
                     source = str(mo.relative_to(tree))
-                    corpora[lang.group(1)].add(MNEMONIC.sub("", e.msgid), MNEMONIC.sub("", text), source)
+                    add_aligned(corpora[lang.group(1)], MNEMONIC.sub("", e.msgid), MNEMONIC.sub("", text), source)
 
     tree = archive.work / "mo"
     tree.mkdir(parents=True, exist_ok=True)

@@ -76,6 +76,12 @@ def catalog(tmp_path, pairs):
     for en, de in pairs:
         po.append(polib.POEntry(msgid=en, msgstr=de))
     po.append(polib.POEntry(msgid="_Quit", msgstr="_Beenden"))  # the access key's marker goes
+    # two sentences each side: two pairs
+    po.append(
+        polib.POEntry(
+            msgid="Size of the packet. The header is not counted.", msgstr="Größe des Pakets. Der Kopf zählt nicht."
+        )
+    )
     po.save_as_mofile(str(tmp_path / "x.mo"))
     return (tmp_path / "x.mo").read_bytes()
 
@@ -187,8 +193,10 @@ def test_every_stage_from_packages(archive, tmp_path):
     done = build(archive, out, "--bli-min-count", "1")
     assert done.returncode == 0, done.stderr
     gettext = list(zip(lines(out / "en-de" / "gettext.en"), lines(out / "en-de" / "gettext.de")))
-    assert sorted(gettext) == sorted([*EN_DE, ("Quit", "Beenden")])  # a catalog keeps its entries sorted
-    assert sorted(lines(out / "en-de" / "gettext.natural.en")) == [EN_DE[0][0], EN_DE[1][0]]  # "Save %s" is no sentence
+    split = [("Size of the packet.", "Größe des Pakets."), ("The header is not counted.", "Der Kopf zählt nicht.")]
+    assert sorted(gettext) == sorted([*EN_DE, ("Quit", "Beenden"), *split])  # a catalog keeps its entries sorted
+    natural = sorted([EN_DE[0][0], EN_DE[1][0], split[1][0]])  # "Save %s" is no sentence, 4 words too few
+    assert sorted(lines(out / "en-de" / "gettext.natural.en")) == natural
     docs = list(zip(lines(out / "en-de" / "docs.en"), lines(out / "en-de" / "docs.de")))
     # GIMP's page and the Mallard page, aligned by structure: the German-only paragraph and the
     # program text left out, the paragraph of two sentences paired sentence by sentence
