@@ -490,7 +490,7 @@ def mono_stage(archive, out, langs):
                     utf8 = f.with_name(f.name + ".u8")  # fortunes-de's files are Latin-1, their .u8 twins UTF-8
                     text = (utf8 if utf8.exists() else f).read_text(encoding="utf-8", errors="replace")
                     quotes += text.split("\n%\n")
-            _write_lines(out / "mono" / f"fortunes.{lang}", quotes)
+            _write_lines(out / "mono" / f"fortunes.{lang}", (x for q in quotes for x in sentences(lang, clean(q))))
     man = tree / "usr" / "share" / "man"
     for lang in ("en", *langs):
         folder = man if lang == "en" else man / lang

@@ -122,7 +122,7 @@ def archive(tmp_path):
         debs,
         "fortunes",
         {
-            "usr/share/games/fortunes/wisdom": b"Know thyself.\n%\nLess is\nmore.\n%\n",
+            "usr/share/games/fortunes/wisdom": b"Know thyself.\n%\nLess is\nmore. Think twice.\n%\n",
             "usr/share/games/fortunes/wisdom.dat": b"\x00\x01",
         },
     )
@@ -234,7 +234,11 @@ def test_every_stage_from_packages(archive, tmp_path):
     assert lines(out / "xcls" / "topics.de.tsv")[1:] == [
         "foo\tgraphics\tBildbetrachter. Dieses Programm zeigt ein Bild in einem Fenster an."
     ]
-    assert lines(out / "mono" / "fortunes.en") == ["Know thyself.", "Less is more."]
+    assert lines(out / "mono" / "fortunes.en") == [
+        "Know thyself.",
+        "Less is more.",
+        "Think twice.",
+    ]  # a sentence a line
     assert lines(out / "mono" / "fortunes.de") == ["Erkenne dich selbst.", "Übung macht den Meister."]
     man = lines(out / "mono" / "manpages.de")
     assert "Dieses Programm zeigt eine kurze Nachricht auf dem Bildschirm an." in man
