@@ -29,7 +29,14 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = ["README.md", "preprocess/README.md", "recipes/README.md", "bench/README.md", "docs/*.md"]
+DOCUMENTS = [
+    "README.md",
+    "preprocess/README.md",
+    "recipes/README.md",
+    "recipes/data/README.md",
+    "bench/README.md",
+    "docs/*.md",
+]
 REQUIRED = ("date", "machine", "commit", "command")
 TABLE = re.compile(r"(<!-- table (\{.*?\}) -->\n)(.*?)(<!-- /table -->)", re.S)
 STEP = re.compile(r"^([^\[\]]+)(?:\[(.+)\])?$")
