@@ -399,7 +399,8 @@ def mozilla_strings(path: Path):
                 found.pop(key, None)  # a value of several lines: its first alone is no translation
                 continue
             else:
-                message = message if line.startswith(" ") else None  # a message's attributes follow it
+                if not line.startswith(" "):  # a comment, a blank, a message whose value starts below
+                    message = key = None
                 continue
             if entry and not key[1].lower().endswith("key"):  # access keys and shortcuts are letters
                 found[key] = entry[2]

@@ -56,10 +56,23 @@ def deb(folder, name, files):
     )
 
 
-FTL_EN = "menu-file = File\n    .accesskey = F\nmenu-quit = Quit the browser now.\nlong = A first line\n    goes on.\n"
-FTL_DE = (
-    "menu-file = Datei\n    .accesskey = D\nmenu-quit = Den Browser jetzt beenden.\nlong = Eine Zeile\n    und mehr.\n"
-)
+# one-line messages, an attribute, a value that starts below its message's line, a value of two lines
+FTL_EN = """menu-file = File
+    .accesskey = F
+menu-quit = Quit the browser now.
+below =
+    Its value below.
+long = A first line
+    goes on.
+"""
+FTL_DE = """menu-file = Datei
+    .accesskey = D
+menu-quit = Den Browser jetzt beenden.
+below =
+    Sein Wert darunter.
+long = Eine Zeile
+    und mehr.
+"""
 
 
 def zipped(files):
