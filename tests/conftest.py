@@ -33,17 +33,6 @@ if WORKERS > 1:
     import torch
 
     torch.set_num_threads(1)  # this worker's own (in-process) computation too
-
-
-def pytest_collection_modifyitems(items):
-    """Files with slow tests first, each file's tests in their order: under -n auto --dist loadfile
-    (pyproject.toml) a worker takes the next file when it is free, so the many short files then fill
-    both workers' last minutes, where in the directories' order one worker ran the long classification
-    file alone at the end."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)  # a stable sort: False (slow files) first
-
-
 # the recipes' shared optimiser flags (recipes/lib/optim.flags), through their one reader, loaded by its path
 OPTIM = runpy.run_path(str(ROOT / "recipes" / "lib" / "optim.py"))
 optim_flags, read_optim_flags = OPTIM["optim_flags"], OPTIM["read_flags"]
