@@ -350,15 +350,16 @@ def docs_stage(archive, out, langs):
     tree.mkdir(parents=True, exist_ok=True)
     log(f"docs: {len(packages)} packages of manuals")
     archive.unpack(sorted(packages), tree, ["*.html", "*.xhtml", "*.page", "*omni.ja", "*/langpack-*.xpi"])
-    for lang in langs:
+    pages = sorted(p for p in tree.rglob("*") if p.suffix in (".html", ".xhtml", ".page") and p.is_file())
+    english = {k: v for omni in sorted(tree.rglob("omni.ja")) for k, v in mozilla_strings(omni).items()}
+    for lang in langs:  # the tree walked and Firefox's English read once, for every language
         corpus, documents = Corpus(out, lang, "docs"), 0
-        for doc in sorted(p for p in tree.rglob("*") if p.suffix in (".html", ".xhtml", ".page") and p.is_file()):
+        for doc in pages:
             en_doc = english_twin(tree, doc.relative_to(tree), lang)
             if en_doc is not None:
                 align_documents(corpus, tree / en_doc, doc, str(doc.relative_to(tree)))
                 documents += 1
         log(f"docs: {documents:,} {lang} documents with an English twin")
-        english = {k: v for omni in sorted(tree.rglob("omni.ja")) for k, v in mozilla_strings(omni).items()}
         for langpack in sorted(tree.rglob(f"langpack-{lang}@*.xpi")):
             for key, text in mozilla_strings(langpack).items():
                 if key in english:
