@@ -26,7 +26,7 @@ setup(
     extras_require={
         # serving translators (xlm-fairseq-export --ctranslate2); its 4.x model format and spec API
         "ctranslate2": ["ctranslate2>=4.0,<5"],
-        "figures": ["matplotlib"],  # the recipes' PNG figures (recipes/lib/figures.py)
+        "figures": ["matplotlib"],  # the recipes' PNG figures (recipes/train/figures.py)
         "serve": ["fastapi", "uvicorn"],  # xlm-fairseq-serve (xlm_fairseq/serving)
         # xlm-fairseq-export --hf (the exported directories need transformers, sentencepiece, sacremoses only)
         "hf": ["transformers>=4.30"],

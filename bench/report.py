@@ -108,7 +108,7 @@ def table(r, matmul_gflops):
 
 def finish(out: Path, result: dict, started: float, tables: dict) -> None:
     """Stamp a benchmark's result with what makes it a record of the docs' tables (date, machine,
-    commit, command: recipes/lib/tables.py) and its duration, write it to ``out`` as JSON and print its
+    commit, command: recipes/experiments/tables.py) and its duration, write it to ``out`` as JSON and print its
     markdown tables (size name -> table)."""
     facts = result.get("versions", {})
     result["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

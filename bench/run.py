@@ -35,7 +35,6 @@ the plugin leaves fairseq's Adam and its bf16 master weights as they are for the
 import argparse
 import dataclasses
 import os
-import runpy
 import shutil
 import statistics
 import sys
@@ -45,143 +44,20 @@ from pathlib import Path
 # a script's siblings: its directory is the first on sys.path
 from children import BenchError, busy_processes, run_child, tool
 from flops import matmul_flops
-from logs import GENERATED, THREADS_CHANGED, compile_stats, train_windows
+from measure import measure_generation, measure_training
 from report import finish, table, versions
 from sizes import SIZES, mlm_flops_per_token, translation_flops_per_target_token
-
-ROOT = Path(__file__).resolve().parents[1]
-# the recipes' shared optimiser (recipes/lib/optim.flags), read by its one reader, loaded by its path
-optim_flags = runpy.run_path(str(ROOT / "recipes" / "lib" / "optim.py"))["optim_flags"]
-SAMPLE = ROOT / "recipes" / "data" / "en-de"
-
-
-
-GEN_LEN = 40  # every generated hypothesis has exactly this many tokens
-GEN_BATCH = 64
-
-TRAIN_COMMON = [
-    "--num-workers", "0", "--seed", "1", "--log-format", "json", "--disable-validation",
-    *optim_flags(lr=1e-4, warmup_updates=100),
-]
-
-
-# ---- data ------------------------------------------------------------------------------------
-
-
-def link(src: Path, dst: Path):
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    if dst.is_symlink() or dst.exists():
-        dst.unlink()
-    dst.symlink_to(src.resolve())
-
-
-def prepare_data(work: Path, vocab: int) -> dict:
-    """Our data-bin (preprocess/) and the same binarised files laid out as each fairseq peer wants."""
-    data = work / "data-bin"
-    head = work / "raw" / "test128.en-de"  # the quick mode's generation set
-    head.parent.mkdir(parents=True, exist_ok=True)
-    for lang in ("en", "de"):
-        lines = (SAMPLE / f"test.en-de.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)[:128]
-        out = Path(f"{head}.{lang}")
-        if not out.exists() or out.read_text(encoding="utf-8") != "".join(lines):  # preprocess checks mtimes
-            out.write_text("".join(lines), encoding="utf-8")
-    cmd = [tool("xlm-fairseq-prepare"), str(data), "--langs", "de,en", "--vocab-size", str(vocab),
-           "--mono", f"train:en={SAMPLE / 'mono.en'}", "--mono", f"train:de={SAMPLE / 'mono.de'}",
-           "--para", f"train:en-de={SAMPLE / 'train.en-de'}", "--para", f"test:en-de={SAMPLE / 'test.en-de'}",
-           "--para", f"valid:en-de={head}", "--quiet"]
-    run_child(cmd, work / "preprocess.log")
-
-    def binary(prefix):
-        return [(data / f"{prefix}.{ext}") for ext in ("bin", "idx")]
-
-    # masked_lm reads one stream: en and de monolingual data merged into train.{bin,idx}
-    mlm = work / "peer-masked_lm"
-    if not (mlm / "train.idx").exists():
-        from fairseq.data import indexed_dataset
-
-        mlm.mkdir(parents=True, exist_ok=True)
-        builder = indexed_dataset.make_builder(str(mlm / "train.bin"), impl="mmap", vocab_size=vocab + 100)
-        for lang in ("en", "de"):
-            builder.merge_file_(str(data / f"train.{lang}"))
-        builder.finalize(str(mlm / "train.idx"))
-    link(data / "dict.txt", mlm / "dict.txt")
-
-    # online_backtranslation: DATA/{lang}/train.{bin,idx}, valid pair files, one dict.txt
-    obt = work / "peer-online_backtranslation"
-    link(data / "dict.txt", obt / "dict.txt")
-    for lang in ("en", "de"):
-        for src in binary(f"train.{lang}"):
-            link(src, obt / lang / f"train{src.suffix}")
-        for src in binary(f"valid.de-en.{lang}"):
-            link(src, obt / f"valid.de-en.{lang}{src.suffix}")
-
-    # translation: train/test pair files, dict.{lang}.txt
-    mt = work / "peer-translation"
-    for lang in ("en", "de"):
-        link(data / "dict.txt", mt / f"dict.{lang}.txt")
-        for split in ("train", "valid", "test"):
-            for src in binary(f"{split}.de-en.{lang}"):
-                link(src, mt / src.name)
-    return {"ours": data, "masked_lm": mlm, "online_backtranslation": obt, "translation": mt}
-
-
-# ---- measurements ----------------------------------------------------------------------------
-
-def measure_training(name, cmd, work, runs):
-    """One training process; appends {median of its windows, peak RSS} to runs[name]. Its ``--save-dir``
-    is emptied first: fairseq would resume from the last run's checkpoint."""
-    if "--save-dir" in cmd:
-        shutil.rmtree(cmd[cmd.index("--save-dir") + 1], ignore_errors=True)
-    log = work / "logs" / f"{name}.{len(runs.setdefault(name, []))}.log"
-    text, rss, seconds = run_child(cmd, log)
-    windows = train_windows(text)[1:]  # the first window holds the warm-up
-    if len(windows) < 3:
-        raise BenchError(f"{name}: {len(windows)} timed windows in {log} (need >= 3); raise --updates")
-    run = {
-        key: statistics.median(w[key] for w in windows)
-        for key in ("tokens_per_s", "sentences_per_s", "tokens_per_update")
-    }
-    run.update(peak_rss_mib=rss, windows=len(windows), seconds=round(seconds, 1))
-    run.update(compile_stats(text), thread_changes=len(THREADS_CHANGED.findall(text)))
-    runs[name].append(run)
-    print(f"  {name:<28} {run['tokens_per_s']:9.1f} tok/s {run['sentences_per_s']:8.2f} sent/s "
-          f"{rss:7.0f} MiB  ({len(windows)} windows, {seconds:.0f} s)", flush=True)
-
-
-def measure_generation(name, cmd, work, runs, env=None):
-    log = work / "logs" / f"{name}.{len(runs.setdefault(name, []))}.log"
-    text, rss, seconds = run_child(cmd, log, env=env)
-    m = GENERATED.search(text)
-    if not m:
-        raise BenchError(f"{name}: no 'Translated ... sentences/s' line in {log}")
-    n, tokens, secs = int(m.group(1).replace(",", "")), int(m.group(2).replace(",", "")), float(m.group(3))
-    if tokens != n * (GEN_LEN + 1):
-        raise BenchError(f"{name}: {tokens} tokens for {n} sentences; the forced length {GEN_LEN} did not hold")
-    runs[name].append({"sentences_per_s": n / secs, "sentences": n, "peak_rss_mib": rss})
-    print(f"  {name:<28} {n / secs:9.2f} sent/s  ({n} sentences, {secs:.1f} s)", flush=True)
-
-
-PRECISION_FLAGS = {"fp32": [], "fp16": ["--fp16"], "bf16": ["--bf16"]}
-
-
-def device_flags(device: str, precision: str):
-    """fairseq's options for the device and number format of every command of the run."""
-    return (["--cpu"] if device == "cpu" else []) + PRECISION_FLAGS[precision]
-
-
-def with_fairseqs_adam(cmd):
-    """A peer's command with fairseq's own Adam where ours has the recipes' optimizer (the plugin's)."""
-    if "--optimizer" not in cmd:  # fairseq-generate
-        return cmd
-    i = cmd.index("--optimizer")
-    return [*cmd[: i + 1], "adam", *cmd[i + 2 :]]
-
-
-def at_precision(cmd, ours: str, peer: str):
-    """A peer's command in the peer's number format (``--peer-precision``) instead of ours'."""
-    rest = [arg for arg in cmd[1:] if arg not in PRECISION_FLAGS[ours]]
-    return cmd if ours == peer else [cmd[0], *PRECISION_FLAGS[peer], *rest]
-
+from workload import (
+    GEN_BATCH,
+    GEN_LEN,
+    PRECISION_FLAGS,
+    ROOT,
+    TRAIN_COMMON,
+    at_precision,
+    device_flags,
+    prepare_data,
+    with_fairseqs_adam,
+)
 
 # ---- the run ---------------------------------------------------------------------------------
 
@@ -198,8 +74,11 @@ def measure_size(size_name, size, args, flags, repeats, windows):
 
     work = args.work_dir.resolve() / size_name
     (work / "logs").mkdir(parents=True, exist_ok=True)
-    print(f"size {size_name}: {size.dim} dims x {size.layers} layers, FFN {size.ffn}, {size.vocab} words "
-          f"(work dir {work})", flush=True)
+    print(
+        f"size {size_name}: {size.dim} dims x {size.layers} layers, FFN {size.ffn}, {size.vocab} words "
+        f"(work dir {work})",
+        flush=True,
+    )
     paths = prepare_data(work, size.vocab)
 
     user_dir = str(ROOT / "xlm_fairseq")
@@ -207,35 +86,33 @@ def measure_size(size_name, size, args, flags, repeats, windows):
     common = [*TRAIN_COMMON, *flags]
     # only the plugin takes back the --tpu that fairseq's parser derives from --bf16
     peer_plugin = ["--user-dir", user_dir] if args.peer_precision == "bf16" else []
-    pt = ["--tokens-per-sample", str(size.block), "--batch-size", str(size.blocks), *common,
-          *size.dropout(size.lm_dropout), "--no-save"]
-    ours_lm = [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "cross_lingual_lm", "--langs", "de,en",
-               "--clm-steps", "", *size.ours(), *pt]
+    pt = ["--tokens-per-sample", str(size.block), "--batch-size", str(size.blocks), *common]
+    pt += [*size.dropout(size.lm_dropout), "--no-save"]
+    ours_lm = [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "cross_lingual_lm", "--langs", "de,en"]
+    ours_lm += ["--clm-steps", "", *size.ours(), *pt]
+    peer_lm = [*train, str(paths["masked_lm"]), *peer_plugin, "--task", "masked_lm", "--criterion", "masked_lm"]
+    peer_lm += ["--arch", "roberta_base", *size.stack("encoder"), "--max-positions", "512"]
+    peer_lm += ["--sample-break-mode", "none", *pt, *steps(6)]
     pretrain = {
         # windows of about the same tokens: an update of ours trains 2 (MLM) or 3 (+TLM) objective batches
         "ours_mlm": ours_lm + ["--mlm-steps", "en,de", *steps(3)],
         "ours_mlm_tlm": ours_lm + ["--mlm-steps", "en,de,de-en", *steps(2)],
         **({"ours_mlm_compiled": ours_lm + ["--mlm-steps", "en,de", *steps(3), "--compile"]} if args.compile else {}),
-        "peer_masked_lm": [*train, str(paths["masked_lm"]), *peer_plugin, "--task", "masked_lm",
-                           "--criterion", "masked_lm", "--arch", "roberta_base", *size.stack("encoder"),
-                           "--max-positions", "512", "--sample-break-mode", "none", *pt, *steps(6)],
+        "peer_masked_lm": peer_lm,
     }
     noise = ["--word-shuffle", "3", "--word-dropout", "0.1", "--word-blank", "0.1"]
     translation = [*common, *size.dropout(size.mt_dropout), "--max-tokens", str(size.unmt_max_tokens)]
     un = [*translation, *steps(3)]
     ckpt = work / "checkpoints"
-    unmt = {
-        "ours_unmt": [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "translation_lm",
-                      "--langs", "de,en", "--ae-steps", "en,de", "--bt-steps", "en-de-en,de-en-de", *noise,
-                      *size.ours(), "--max-sentence-len", "100", *un, "--save-dir", str(ckpt / "ours"),
-                      "--no-epoch-checkpoints"],
-        "peer_online_backtranslation": [
-            *train, str(paths["online_backtranslation"]), *peer_plugin, "--task", "online_backtranslation",
-            "--mono-langs", "de,en",
-            "--valid-lang-pairs", "de-en", "--max-word-shuffle-distance", "3", "--word-dropout-prob", "0.1",
-            "--word-blanking-prob", "0.1", "--criterion", "cross_entropy", *size.peer_seq2seq(),
-            "--max-source-positions", "512", "--max-target-positions", "512", *un, "--no-save"],
-    }
+    ours_unmt = [*train, str(paths["ours"]), "--user-dir", user_dir, "--task", "translation_lm", "--langs", "de,en"]
+    ours_unmt += ["--ae-steps", "en,de", "--bt-steps", "en-de-en,de-en-de", *noise, *size.ours()]
+    ours_unmt += ["--max-sentence-len", "100", *un, "--save-dir", str(ckpt / "ours"), "--no-epoch-checkpoints"]
+    peer_unmt = [*train, str(paths["online_backtranslation"]), *peer_plugin, "--task", "online_backtranslation"]
+    peer_unmt += ["--mono-langs", "de,en", "--valid-lang-pairs", "de-en", "--max-word-shuffle-distance", "3"]
+    peer_unmt += ["--word-dropout-prob", "0.1", "--word-blanking-prob", "0.1", "--criterion", "cross_entropy"]
+    peer_unmt += [*size.peer_seq2seq(), "--max-source-positions", "512", "--max-target-positions", "512"]
+    peer_unmt += [*un, "--no-save"]
+    unmt = {"ours_unmt": ours_unmt, "peer_online_backtranslation": peer_unmt}
     if args.compile:  # in a save dir of its own: ours' checkpoint is the one generation reads
         unmt_compiled = unmt["ours_unmt_compiled"] = [*unmt["ours_unmt"], "--compile"]
         unmt_compiled[unmt_compiled.index("--save-dir") + 1] = str(ckpt / "ours_compiled")
@@ -257,32 +134,31 @@ def measure_size(size_name, size, args, flags, repeats, windows):
 
     # the peer for generation: a plain transformer, trained just long enough to have a checkpoint
     shutil.rmtree(ckpt / "peer", ignore_errors=True)
-    run_child(as_peer([*train, str(paths["translation"]), *peer_plugin, "--task", "translation", "-s", "de", "-t",
-                       "en", *size.peer_seq2seq(), *translation, "--max-update", "2",
-                       "--save-dir", str(ckpt / "peer"), "--no-epoch-checkpoints"]),
-              work / "logs" / "peer_translation_train.log")
-    gen = [tool("fairseq-generate"), *flags, "--batch-size", str(GEN_BATCH),
-           "--max-len-a", "0", "--max-len-b", str(GEN_LEN), "--min-len", str(GEN_LEN),
-           "--gen-subset", gen_subset, "--quiet"]
+    peer_mt = [*train, str(paths["translation"]), *peer_plugin, "--task", "translation", "-s", "de", "-t", "en"]
+    peer_mt += [*size.peer_seq2seq(), *translation, "--max-update", "2"]
+    peer_mt += ["--save-dir", str(ckpt / "peer"), "--no-epoch-checkpoints"]
+    run_child(as_peer(peer_mt), work / "logs" / "peer_translation_train.log")
+    gen = [tool("fairseq-generate"), *flags, "--batch-size", str(GEN_BATCH), "--gen-subset", gen_subset, "--quiet"]
+    gen += ["--max-len-a", "0", "--max-len-b", str(GEN_LEN), "--min-len", str(GEN_LEN)]
     # fairseq's own checkpoints pickle argparse.Namespace, which torch >= 2.6 refuses by default; the
     # plugin allowlists it for ours (its checkpoint reader), the peer runs without the plugin
     peer_env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
     generate = {}
     for beam in (5, 1):
-        generate[f"ours_generate_beam{beam}"] = [
-            *gen, str(paths["ours"]), "--user-dir", user_dir, "--task", "translation_lm", "-s", "de", "-t", "en",
-            "--path", str(ckpt / "ours" / "checkpoint_last.pt"), "--beam", str(beam)]
-        generate[f"peer_generate_beam{beam}"] = as_peer([
-            *gen, str(paths["translation"]), "--task", "translation", "-s", "de", "-t", "en",
-            "--path", str(ckpt / "peer" / "checkpoint_last.pt"), "--beam", str(beam)])
+        ours = [*gen, str(paths["ours"]), "--user-dir", user_dir, "--task", "translation_lm", "-s", "de", "-t", "en"]
+        ours += ["--path", str(ckpt / "ours" / "checkpoint_last.pt"), "--beam", str(beam)]
+        peer = [*gen, str(paths["translation"]), "--task", "translation", "-s", "de", "-t", "en"]
+        peer += ["--path", str(ckpt / "peer" / "checkpoint_last.pt"), "--beam", str(beam)]
+        generate[f"ours_generate_beam{beam}"], generate[f"peer_generate_beam{beam}"] = ours, as_peer(peer)
     print(f"fairseq-generate (sentences/s, every hypothesis {GEN_LEN} tokens)", flush=True)
     for _ in range(gen_repeats):
         for name, cmd in generate.items():
             measure_generation(name, cmd, work, runs, env=None if name.startswith("ours") else peer_env)
 
-    figures = {name: {key: statistics.median(r[key] for r in rs)
-                      for key in rs[0] if isinstance(rs[0][key], (int, float))}
-               for name, rs in runs.items()}
+    figures = {
+        name: {key: statistics.median(r[key] for r in rs) for key in rs[0] if isinstance(rs[0][key], (int, float))}
+        for name, rs in runs.items()
+    }
 
     def ratio(ours, peer, key):
         return figures[ours][key] / figures[peer][key]
@@ -292,10 +168,14 @@ def measure_size(size_name, size, args, flags, repeats, windows):
         length = f["tokens_per_s"] / f["sentences_per_s"]
         return translation_flops_per_target_token(size, length) * f["tokens_per_s"]
 
-    compiled = {
-        "pretrain_compiled_ratio": ratio("ours_mlm_compiled", "peer_masked_lm", "tokens_per_s"),
-        "unmt_compiled_ratio": ratio("ours_unmt_compiled", "peer_online_backtranslation", "sentences_per_s"),
-    } if args.compile else {}
+    compiled = (
+        {
+            "pretrain_compiled_ratio": ratio("ours_mlm_compiled", "peer_masked_lm", "tokens_per_s"),
+            "unmt_compiled_ratio": ratio("ours_unmt_compiled", "peer_online_backtranslation", "sentences_per_s"),
+        }
+        if args.compile
+        else {}
+    )
     return {
         **compiled,
         "pretrain_ratio": ratio("ours_mlm", "peer_masked_lm", "tokens_per_s"),
@@ -303,8 +183,10 @@ def measure_size(size_name, size, args, flags, repeats, windows):
         "unmt_ratio": ratio("ours_unmt", "peer_online_backtranslation", "sentences_per_s"),
         "generate_beam5_ratio": ratio("ours_generate_beam5", "peer_generate_beam5", "sentences_per_s"),
         "generate_beam1_ratio": ratio("ours_generate_beam1", "peer_generate_beam1", "sentences_per_s"),
-        "peak_rss_ratio": max(ratio("ours_mlm", "peer_masked_lm", "peak_rss_mib"),
-                              ratio("ours_unmt", "peer_online_backtranslation", "peak_rss_mib")),
+        "peak_rss_ratio": max(
+            ratio("ours_mlm", "peer_masked_lm", "peak_rss_mib"),
+            ratio("ours_unmt", "peer_online_backtranslation", "peak_rss_mib"),
+        ),
         "peak_rss_ratio_pretrain": ratio("ours_mlm", "peer_masked_lm", "peak_rss_mib"),
         "peak_rss_ratio_unmt": ratio("ours_unmt", "peer_online_backtranslation", "peak_rss_mib"),
         # FLOP/s of the steps; divided by the reference matmul rate in main()
@@ -325,18 +207,34 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="one run per system, fewer updates")
     p.add_argument("--repeats", type=int, default=None, help="training runs per system (default 1 quick, 3 full)")
-    p.add_argument("--sizes", default=",".join(SIZES),
-                   help=f"model sizes to measure, comma-separated, of: {', '.join(SIZES)} (default: all)")
+    p.add_argument(
+        "--sizes",
+        default=",".join(SIZES),
+        help=f"model sizes to measure, comma-separated, of: {', '.join(SIZES)} (default: all)",
+    )
     p.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "bench", help="data, checkpoints and logs")
     p.add_argument("--out", type=Path, default=None, help="default: bench/results/latest.json; on a GPU gpu-PREC.json")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--precision", choices=list(PRECISION_FLAGS), default="fp32", help="--fp16 / --bf16 on both sides")
-    p.add_argument("--peer-precision", choices=list(PRECISION_FLAGS), default=None,
-                   help="the peers' number format if not --precision (ours in bf16 against the peers' fastest: fp32)")
-    p.add_argument("--compile", choices=["auto", "on", "off"], default="auto",
-                   help="also run ours with --compile (MLM, UNMT); auto: on a GPU, where it pays (bench/README)")
-    p.add_argument("--beside-busy", type=int, default=0, metavar="N",
-                   help="measure beside N processes that keep a core busy each, as another job on the machine would")
+    p.add_argument(
+        "--peer-precision",
+        choices=list(PRECISION_FLAGS),
+        default=None,
+        help="the peers' number format if not --precision (ours in bf16 against the peers' fastest: fp32)",
+    )
+    p.add_argument(
+        "--compile",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="also run ours with --compile (MLM, UNMT); auto: on a GPU, where it pays (bench/README)",
+    )
+    p.add_argument(
+        "--beside-busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="measure beside N processes that keep a core busy each, as another job on the machine would",
+    )
     args = p.parse_args(argv)
     args.compile = args.compile == "on" or (args.compile == "auto" and args.device == "cuda")
     args.peer_precision = args.peer_precision or args.precision
@@ -382,6 +280,7 @@ def main(argv=None):
     }
     tables = {name: table(figures, result["matmul_gflops"]) for name, figures in result["sizes"].items()}
     finish(args.out, result, started, tables)
+
 
 if __name__ == "__main__":
     try:

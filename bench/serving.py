@@ -25,9 +25,10 @@ from pathlib import Path
 
 # a script's siblings: its directory is the first on sys.path
 from children import BenchError, run_child, tool
+from logs import GENERATED
 from report import finish, versions
-from run import GEN_BATCH, GEN_LEN, GENERATED, TRAIN_COMMON, prepare_data
 from sizes import SIZES
+from workload import GEN_BATCH, GEN_LEN, TRAIN_COMMON, prepare_data
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ("fairseq", "ctranslate2_float32", "ctranslate2_int8")

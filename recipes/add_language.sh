@@ -42,12 +42,12 @@ bash recipes/train.sh --lm "$OUT/lm-ro" --pairs en-ro="$R/train.en-ro" --mono en
 bash recipes/train.sh --pairs en-ro="$R/train.en-ro" --mono en="$R/train.en" --mono ro="$R/train.ro" \
   --valid en-ro="$R/valid.en-ro" --test en-ro="$R/test.en-ro" --minutes "$MINUTES" --work-dir "$SCRATCH"
 DATA=$OUT/enro-from-deen/data-bin
-mapfile -t OPTIM < <(python -m recipes.lib.optim --lr 0.001 --warmup-updates 1000)
+mapfile -t OPTIM < <(python -m recipes.train.optim --lr 0.001 --warmup-updates 1000)
 for start in "pieces mean" "random mean" "pieces en"; do
   read -r init lang <<<"$start"
   name="lm-ro-$init-$lang"
   [ -f "$OUT/init/$name/checkpoint_last.pt" ] && continue
-  # train.sh's pretraining (recipes/lib/training_run.py), for INIT_UPDATES updates
+  # train.sh's pretraining (recipes/train/training_run.py), for INIT_UPDATES updates
   "$BIN/fairseq-train" "$DATA" --user-dir xlm_fairseq --cpu --num-workers 0 --seed 1 --log-interval 100 \
     --no-epoch-checkpoints --step-per-objective --langs en,ro,de --pretrained-xlm-checkpoint "$OUT/$name/model.pt" \
     --task cross_lingual_lm --mlm-steps en,ro,de,en-ro --arch xlm_tiny --encoder-embed-dim 128 --encoder-layers 3 \
@@ -82,5 +82,5 @@ for start in "pieces mean" "random mean" "pieces en"; do
   read -r init lang <<<"$start"
   validate "init-lm-ro-$init-$lang-valid" "$OUT/eval/bin-new" en,ro,de en,ro,de "$OUT/init/lm-ro-$init-$lang/checkpoint_last.pt"
 done
-python -m recipes.lib.add_language_results "$OUT" "$SCRATCH" "$R" > "$OUT/results.json"
+python -m recipes.experiments.add_language_results "$OUT" "$SCRATCH" "$R" > "$OUT/results.json"
 cat "$OUT/results.json"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command for any languages: raw text files -> held-out splits -> preprocessing -> XLM pretraining ->
 # translation -> every direction scored beside copying the source -> an exported translator (fairseq, hub,
-# CTranslate2), a figure and a report. The engine is recipes/train.py (--help lists the options);
+# CTranslate2), a figure and a report. The engine is recipes/train/cli.py (--help lists the options);
 # recipes/quickstart.sh is this command on the bundled en-de sample.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

@@ -40,6 +40,6 @@ PAPER_BLEU_SUP_NO_BT='{}'
 ALLOW_SUPERVISED=0
 USAGE_PAIR=""
 
-# shellcheck source-path=SCRIPTDIR source=lib/wmt16/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/wmt16/common.sh"
+# shellcheck source-path=SCRIPTDIR source=wmt16/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/wmt16/common.sh"
 wmt16_main "$@"

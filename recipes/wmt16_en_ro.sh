@@ -49,6 +49,6 @@ English-Romanian only:
                          back-translation (Table 3's ro<->en row)
 "
 
-# shellcheck source-path=SCRIPTDIR source=lib/wmt16/common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/wmt16/common.sh"
+# shellcheck source-path=SCRIPTDIR source=wmt16/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/wmt16/common.sh"
 wmt16_main "$@"

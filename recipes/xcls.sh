@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cross-lingual classification offline (XNLI-style zero-shot transfer): pretrain MLM(+TLM) on the
 # shipped en-de sample, fine-tune on English package-description topics, predict English and German.
-# Details and options: bash recipes/xcls.sh --help (python -m recipes.xcls).
+# Details and options: bash recipes/xcls.sh --help (python -m recipes.experiments.xcls).
 #   bash recipes/xcls.sh               # about 10 minutes on 2 cores: random init vs MLM+TLM
 #   bash recipes/xcls.sh --tiny        # a few minutes: tiny data, model and budgets (what CI runs)
 #   bash recipes/xcls.sh --experiment  # ../shared/data, random / MLM / MLM+TLM, LMs of 15 and 30 CPU-minutes (~2 h)
@@ -14,4 +14,4 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-python}"
 command -v fairseq-train >/dev/null || { echo "xcls: error: fairseq-train not on PATH; run: bash scripts/setup.sh && PATH=\$PWD/.venv/bin:\$PATH bash recipes/xcls.sh" >&2; exit 1; }
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-exec "$PY" -m recipes.xcls "$@"
+exec "$PY" -m recipes.experiments.xcls "$@"

@@ -10,12 +10,12 @@ set -euo pipefail
 
 RECIPE=xnli.sh
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# shellcheck source-path=SCRIPTDIR source=lib/stages.sh
-source "$REPO/recipes/lib/stages.sh"
-# shellcheck source-path=SCRIPTDIR source=lib/optim.sh
-source "$REPO/recipes/lib/optim.sh"
-# shellcheck source-path=SCRIPTDIR source=lib/wmt16/download.sh
-source "$REPO/recipes/lib/wmt16/download.sh"
+# shellcheck source-path=SCRIPTDIR source=train/stages.sh
+source "$REPO/recipes/train/stages.sh"
+# shellcheck source-path=SCRIPTDIR source=train/optim.sh
+source "$REPO/recipes/train/optim.sh"
+# shellcheck source-path=SCRIPTDIR source=wmt16/download.sh
+source "$REPO/recipes/wmt16/download.sh"
 
 XNLI_URL=https://dl.fbaipublicfiles.com/XNLI/XNLI-1.0.zip
 MNLI_URL=https://cims.nyu.edu/~sbowman/multinli/multinli_1.0.zip
@@ -121,7 +121,7 @@ case $WORK_DIR in /*) WORK=$WORK_DIR ;; *) WORK=$PWD/${WORK_DIR#./} ;; esac
 [[ -z $DATA_DIR || $DATA_DIR == /* ]] || DATA_DIR=$PWD/${DATA_DIR#./}
 [[ -z $CHECKSUMS_FILE || $CHECKSUMS_FILE == /* ]] || CHECKSUMS_FILE=$PWD/${CHECKSUMS_FILE#./}
 PYTHON=${PYTHON:-python}
-TOOLS=(-m recipes.lib.wmt16.tools)
+TOOLS=(-m recipes.wmt16.tools)
 CHECKSUMS=${CHECKSUMS_FILE:-$REPO/recipes/checksums.sha256}
 LOCK=$WORK/checksums.lock
 DOWNLOADS=$WORK/downloads
@@ -171,7 +171,7 @@ stage_finetune() {
   read -r -a arch <<< "$ARCH_ARGS"
   if ((GPUS == 0)); then device=(--cpu); else device=(--distributed-world-size "$GPUS"); fi
   ((FP16 == 1)) && device+=(--fp16)
-  # the shared optimiser (recipes/lib/optim.flags) as XLM's XNLI fine-tuning runs it: Adam (0.9,
+  # the shared optimiser (recipes/train/optim.flags) as XLM's XNLI fine-tuning runs it: Adam (0.9,
   # 0.999) at a fixed rate, no clipping
   optim_flags optim --adam-betas '(0.9,0.999)' --lr-scheduler fixed --clip-norm 0 --lr "$LR"
   run fairseq-train "$DATA" --user-dir "$REPO/xlm_fairseq" --task xlm_classification \

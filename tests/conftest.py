@@ -33,8 +33,8 @@ if WORKERS > 1:
     import torch
 
     torch.set_num_threads(1)  # this worker's own (in-process) computation too
-# the recipes' shared optimiser flags (recipes/lib/optim.flags), through their one reader, loaded by its path
-OPTIM = runpy.run_path(str(ROOT / "recipes" / "lib" / "optim.py"))
+# the recipes' shared optimiser flags (recipes/train/optim.flags), through their one reader, loaded by its path
+OPTIM = runpy.run_path(str(ROOT / "recipes" / "train" / "optim.py"))
 optim_flags, read_optim_flags = OPTIM["optim_flags"], OPTIM["read_flags"]
 
 

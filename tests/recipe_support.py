@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"
 SAMPLE = RECIPES / "data"
 CHECKSUMS = RECIPES / "checksums.sha256"
-TOOLS = ["python", "-m", "recipes.lib.wmt16.tools"]  # how the listings call the WMT16 tools
+TOOLS = ["python", "-m", "recipes.wmt16.tools"]  # how the listings call the WMT16 tools
 ENDE, ENRO, XNLI = RECIPES / "wmt16_en_de.sh", RECIPES / "wmt16_en_ro.sh", RECIPES / "xnli.sh"
 
 # ------------------------------------------------------------------------------------------------

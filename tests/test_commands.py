@@ -15,7 +15,7 @@ import sys
 import pytest
 from conftest import ROOT, run, run_recipe
 
-from recipes.lib import tables
+from recipes.experiments import tables
 
 
 def console_scripts():

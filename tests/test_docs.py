@@ -8,7 +8,7 @@ import re
 import pytest
 from conftest import ROOT
 
-from recipes.lib import tables
+from recipes.experiments import tables
 
 DOCUMENTS = [str(p.relative_to(ROOT)) for p in tables.documents(ROOT)]
 DATE = re.compile(r"(?<![-/\w])20\d\d-\d\d-\d\d(?![-.\w])")  # a date in a file name names a record
@@ -33,7 +33,7 @@ def test_the_documents_are_found():
 
 
 def test_every_table_is_what_its_records_give():
-    assert tables.stale(tables.documents(ROOT), ROOT) == [], "run: python -m recipes.lib.tables"
+    assert tables.stale(tables.documents(ROOT), ROOT) == [], "run: python -m recipes.experiments.tables"
 
 
 @pytest.mark.parametrize("doc", DOCUMENTS)

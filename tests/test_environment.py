@@ -42,7 +42,7 @@ TRANSFORMERS_CLASSES = [
     "XLMWithLMHeadModel",
     "PreTrainedTokenizer",
 ]
-PROJECT_PACKAGES = ["xlm_fairseq", "preprocess", "recipes.lib"]
+PROJECT_PACKAGES = ["xlm_fairseq", "preprocess", "recipes"]
 
 # how a library that fails to load shows itself on stderr (dlopen, torch.ops.load_library, warnings)
 BROKEN_BINARY = re.compile(r"cannot open shared object|could not load|failed to load|undefined symbol|\.so\b", re.I)

@@ -462,7 +462,10 @@ def xcls_stage(archive, out, langs):
         _write_tsv(out / "xcls" / f"topics.{lang}.tsv", rows)
         if lang == "en":
             _write_tsv(out / "xcls" / "train.en.tsv", [r for r in rows if r[0].split("-")[0] not in held])
-    for name in ("valid.en.tsv", "valid.de.tsv"):  # shipped whole: the folder serves recipes/xcls.py as it is
+    for name in (
+        "valid.en.tsv",
+        "valid.de.tsv",
+    ):  # shipped whole: the folder serves recipes/experiments/xcls/recipe.py as it is
         shutil.copyfile(valid.parent / name, out / "xcls" / name)
 
 

@@ -227,14 +227,24 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     repo = os.path.dirname(os.path.dirname(here))
     p = argparse.ArgumentParser(description="Rebuild recipes/data/ from the shared corpora.")
-    p.add_argument("data_dir", nargs="?", default=os.path.join(repo, "..", "shared", "data"),
-                   help="shared corpus directory (default: ../shared/data next to the repository)")
+    p.add_argument(
+        "data_dir",
+        nargs="?",
+        default=os.path.join(repo, "..", "shared", "data"),
+        help="shared corpus directory (default: ../shared/data next to the repository)",
+    )
     p.add_argument("--out", default=here, help="output directory (default: recipes/data)")
     p.add_argument("--pairs", default="en-de,en-ro", help="pairs to draw (default: en-de,en-ro)")
     for split in ("mono", "train", "valid", "test"):
-        p.add_argument(f"--{split}", type=int, help=f"lines per {split} file instead of the sample's (a larger draw, same rules)")
-    p.add_argument("--xcls-train", type=int, default=XCLS_TRAIN,
-                   help=f"training rows of the topic classification sample (default {XCLS_TRAIN}; 0: no xcls/)")
+        p.add_argument(
+            f"--{split}", type=int, help=f"lines per {split} file instead of the sample's (a larger draw, same rules)"
+        )
+    p.add_argument(
+        "--xcls-train",
+        type=int,
+        default=XCLS_TRAIN,
+        help=f"training rows of the topic classification sample (default {XCLS_TRAIN}; 0: no xcls/)",
+    )
     args = p.parse_args()
 
     used_by_train, held_out = set(), set()

@@ -16,19 +16,18 @@ the shared corpus: games, graphics, sound, video, science, math, net, web, mail,
 split by the shared corpus' own splitter (``build/tools/textutil.py``) per paragraph, per list item
 and over the whole description, so each line the DDTP files were cut into is among them. A hash is
 the first HASH_CHARS hex digits of SHA-1 of the sentence lower-cased, spaces collapsed
-(``recipes.lib.xcls.corpus.topic_hash``): 0.5 % of other lines match by chance (and are left out too).
+(``recipes.experiments.xcls.corpus.topic_hash``): 0.5 % of other lines match by chance (and are left out too).
 """
 
 import argparse
 import gzip
-import hashlib
 import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from recipes.lib.xcls.corpus import TOPIC_SECTIONS, topic_hash  # noqa: E402
+from recipes.experiments.xcls.corpus import TOPIC_SECTIONS, topic_hash  # noqa: E402
 
 BULLET = re.compile(r"\s*([*+\-o•]|\d+[.)])\s")
 
@@ -75,12 +74,18 @@ def main():
     sys.path.insert(0, str(args.shared_data / "build" / "tools"))
     from textutil import split_sentences  # the splitter the DDTP files were cut with
 
-    topic = {s["Description-md5"] for s in stanzas(args.indices / "Packages")
-             if s.get("Section", "").split("/")[-1] in TOPIC_SECTIONS}
+    topic = {
+        s["Description-md5"]
+        for s in stanzas(args.indices / "Packages")
+        if s.get("Section", "").split("/")[-1] in TOPIC_SECTIONS
+    }
     hashes, counts = set(), {}
     for lang in ("en", "de"):
-        found = [s[f"Description-{lang}"] for s in stanzas(args.indices / f"Translation-{lang}")
-                 if s.get("Description-md5") in topic and f"Description-{lang}" in s]
+        found = [
+            s[f"Description-{lang}"]
+            for s in stanzas(args.indices / f"Translation-{lang}")
+            if s.get("Description-md5") in topic and f"Description-{lang}" in s
+        ]
         counts[lang] = len(found)
         for description in found:
             short, *rest = units(description)  # a short description is a line of its own

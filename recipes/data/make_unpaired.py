@@ -10,9 +10,10 @@ Writes DIR/unpaired.en and DIR/unpaired.de (recipes/README.md, "--unsupervised w
   * with --manpages both, SHARED_DATA_DIR/mono/manpages.en too. The German man pages translate many
     of the English ones, which the shared corpus does not align, so that text may hold pairs no
     check can drop; the default leaves the English pages out.
-As recipes.lib.corpus.unpaired does (the text of recipes/train.sh --unsupervised), a German line is dropped when any of its translations in the manuals
-is among the English lines. No line is one of the sample's valid or test lines (compared lower-cased,
-spaces collapsed) or has over MAX_WORDS words. The output is determined by the input files.
+As recipes.train.corpus.unpaired does (the text of recipes/train.sh --unsupervised), a German line is
+dropped when any of its translations in the manuals is among the English lines. No line is one of the
+sample's valid or test lines (compared lower-cased, spaces collapsed) or has over MAX_WORDS words. The
+output is determined by the input files.
 """
 
 import argparse
@@ -22,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from recipes.lib.corpus import Pairs, unpaired  # noqa: E402
+from recipes.train.corpus import Pairs, unpaired  # noqa: E402
 
 MAX_WORDS = 60
 SAMPLE = ROOT / "recipes" / "data" / "en-de-docs"

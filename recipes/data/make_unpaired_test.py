@@ -6,9 +6,10 @@ text alone (``recipes/train.sh --unsupervised --mono ... --test ...``) measured 
 
 ``PREFIX`` names line-aligned ``PREFIX.SRC`` / ``PREFIX.TGT`` (``SRC-TGT`` the first argument). Writes:
   * ``DIR/test.SRC-TGT.{SRC,TGT}``: 5 % of ``--held-from``'s lines (at most 1,000) as blocks of 50 consecutive
-    lines, documents when the file follows them (``recipes/lib/corpus.py``'s blocks, as train.sh splits);
+    lines, documents when the file follows them (``recipes/train/corpus.py``'s blocks, as train.sh splits);
   * ``DIR/valid.SRC-TGT.{SRC,TGT}``: 2.5 % (at most 500) more, other blocks: a parallel valid set that the
-    training run never reads (to measure how checkpoints chosen without it fare, ``python -m recipes.criterion``);
+    training run never reads (to measure how checkpoints chosen without it fare,
+    ``python -m recipes.experiments.criterion``);
   * ``DIR/mono.SRC``, ``DIR/mono.TGT``: the unpaired halves of ``--held-from``'s other lines and of every
     ``--pairs`` corpus (``unpaired``: the source side of each first half, the target side of each second,
     without a target line whose translation is on the source side), no line of either held-out set.
@@ -21,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from preprocess.errors import UserError  # noqa: E402
-from recipes.lib.corpus import keep_out, parse_pair, read_pairs, split_held_out, unpaired  # noqa: E402
+from recipes.train.corpus import keep_out, parse_pair, read_pairs, split_held_out, unpaired  # noqa: E402
 
 
 def main(argv=None):

@@ -75,7 +75,9 @@ def test_windows_count_input_tokens_of_every_objective(bench, data_bin):
         "8",
         "--no-save",
     )
-    windows = bench.train_windows(proc.stdout + proc.stderr)
+    from logs import train_windows  # bench/logs.py, on the path the fixture set
+
+    windows = train_windows(proc.stdout + proc.stderr)
     assert len(windows) == 4
     for w in windows:
         # an update = 2 objectives x 4 full blocks of 32 input tokens: wps counts input tokens, as masked_lm
@@ -191,7 +193,7 @@ def test_the_table_puts_compiled_runs_under_their_eager_rows(bench):
 def test_a_result_is_a_record_of_the_docs_tables(tmp_path, monkeypatch):
     """What a benchmark writes carries the date, machine, commit and command a table's record needs."""
     from bench import report
-    from recipes.lib import tables
+    from recipes.experiments import tables
 
     monkeypatch.setattr("sys.argv", [str(ROOT / "bench" / "serving.py"), "--sizes", "recipes"])
     out = tmp_path / "results" / "x.json"

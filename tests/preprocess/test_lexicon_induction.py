@@ -1,5 +1,5 @@
 """A lexicon from monolingual text alone (preprocess/lexicon.py, `xlm-fairseq-lexicon induce`) and the
-word-by-word pairs made from it (recipes/lib/word_by_word.py, `train.sh --unsupervised --lexicon`): found
+word-by-word pairs made from it (recipes/train/word_by_word.py, `train.sh --unsupervised --lexicon`): found
 again where the second language is a renaming of the first; on the real sample, above the gate; files,
 bad input; and the larger unpaired text of recipes/data/make_unpaired.py holds no pair."""
 
@@ -12,8 +12,8 @@ import pytest
 from conftest import ROOT, in_process, run
 
 from preprocess.lexicon import induce
-from recipes.lib.plan import parse_lexicon
-from recipes.lib.word_by_word import code_switched, word_by_word
+from recipes.train.plan import parse_lexicon
+from recipes.train.word_by_word import code_switched, word_by_word
 
 DOCS = ROOT / "recipes" / "data" / "en-de-docs"
 SHARED = ROOT.parent / "shared" / "data"
@@ -116,10 +116,10 @@ def _unspaced_texts(lang, n_sentences=3000, seed=0):
 
 @pytest.mark.parametrize("lang", sorted(UNSPACED))
 def test_lexicon_of_a_script_without_spaces_reads_its_segmenters_words(lang):
-    """train.sh --unsupervised --lexicon on zh, ja or th text (recipes/lib/corpus.py): the lexicon is induced on
+    """train.sh --unsupervised --lexicon on zh, ja or th text (recipes/train/corpus.py): the lexicon is induced on
     the stored segmenter's words, so it finds the words' translations, and the word-by-word pairs are made of
     those words; read between spaces, a line is one token and next to nothing is found."""
-    from recipes.lib.corpus import lexicon_text
+    from recipes.train.corpus import lexicon_text
 
     name = UNSPACED[lang][0]
     lines_en, lines_other, truth = _unspaced_texts(lang)
@@ -139,11 +139,11 @@ def test_lexicon_of_a_script_without_spaces_reads_its_segmenters_words(lang):
 
 
 def test_piece_embeddings_put_a_word_beside_its_translation(tmp_path):
-    """--lexicon emb's rows (recipes/lib/lexicon_embeddings.py) on a real data-bin of the renamed language: a
+    """--lexicon emb's rows (recipes/train/lexicon_embeddings.py) on a real data-bin of the renamed language: a
     word that is one piece is nearest, among the other language's one-piece words, to its own translation."""
     import torch
 
-    from recipes.lib.lexicon_embeddings import write_piece_embeddings
+    from recipes.train.lexicon_embeddings import write_piece_embeddings
     from xlm_fairseq.data.dictionary import load_dictionary
 
     lines_a, lines_b, truth = _texts(n_sentences=3000)
@@ -189,7 +189,7 @@ def test_piece_embeddings_are_whitened_alike_for_both_languages():
     is what their centred, whitened vectors make it."""
     import torch
 
-    from recipes.lib.lexicon_embeddings import whitened
+    from recipes.train.lexicon_embeddings import whitened
 
     g = torch.Generator().manual_seed(0)
     rows = torch.randn(500, 16, generator=g) @ torch.diag(torch.logspace(1, -1, 16))  # anisotropic
@@ -282,9 +282,9 @@ def test_train_plans_tlm_on_word_by_word_pairs_with_lexicon(tmp_path):
     """`train.sh --unsupervised --lexicon --plan`: TLM joins MLM in pretraining, the pairs are the unpaired
     lines beside their word-by-word translations (no real pair), sizes come from the real text; --lexicon
     without --unsupervised is refused."""
-    from recipes.lib import corpus
-    from recipes.lib.inputs import Inputs
-    from recipes.train import build_parser
+    from recipes.train import corpus
+    from recipes.train.cli import build_parser
+    from recipes.train.inputs import Inputs
 
     base = [
         "--pairs",
@@ -317,7 +317,7 @@ def test_train_plans_tlm_on_word_by_word_pairs_with_lexicon(tmp_path):
 
 def test_plan_feeds_the_word_by_word_pairs_where_asked():
     """--lexicon tlm: TLM joins MLM; mt: MT on them fades out with AE; neither: the pairs are not read."""
-    from recipes.lib.plan import make_plan
+    from recipes.train.plan import make_plan
 
     words = {"en": 300_000, "de": 300_000}
 
@@ -356,9 +356,9 @@ def test_code_switching_replaces_the_asked_share_of_translatable_words_in_place(
 def test_train_plans_mlm_on_code_switched_copies_with_lexicon_cs(tmp_path):
     """`--lexicon cs`: every unpaired line gets a code-switched copy after the real lines of its language
     (MLM only: no TLM, no pairs); the plan's sizes come from the real text; an unknown use is refused."""
-    from recipes.lib import corpus
-    from recipes.lib.inputs import Inputs
-    from recipes.train import build_parser
+    from recipes.train import corpus
+    from recipes.train.cli import build_parser
+    from recipes.train.inputs import Inputs
 
     base = [
         "--pairs",
@@ -404,7 +404,7 @@ def test_the_command_writes_each_line_beside_its_translation(tmp_path):
         [
             sys.executable,
             "-m",
-            "recipes.lib.word_by_word",
+            "recipes.train.word_by_word",
             "--mono",
             tmp_path / "mono.xa",
             "--mono",
@@ -433,7 +433,7 @@ def test_bad_input_is_one_line(tmp_path):
         (["--mono", tmp_path / "a.txt", "--langs", "en,de"], "--langs: two different languages, one --mono each"),
         (["--mono", tmp_path / "a.txt", "--mono", tmp_path / "a.txt", "--langs", "en,en"], "--langs"),
     ):
-        proc = run([sys.executable, "-m", "recipes.lib.word_by_word", *args, "--out", tmp_path / "p"], ok=False)
+        proc = run([sys.executable, "-m", "recipes.train.word_by_word", *args, "--out", tmp_path / "p"], ok=False)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode != 0 and message in lines[-1] and not list(tmp_path.glob("p.*")), proc.stderr
         assert len(lines) == 1 or lines[0].startswith("usage:"), proc.stderr
@@ -457,15 +457,24 @@ def test_unpaired_text_holds_no_pair_and_no_held_out_line(tmp_path):
 
 
 def test_lever_table_is_made_from_the_records(tmp_path):
-    """`python -m recipes.lexicon --levers`: the committed --unsupervised reports of both pairs as one row each
-    and the median of each pair, --lexicon use, precision and machine beside copying; reports written before
+    """`python -m recipes.experiments.lexicon --levers`: the committed --unsupervised reports of both pairs as one
+    row each and the median of each pair, --lexicon use, precision and machine beside copying; reports written before
     they named their uses read as TLM where their notes say so; runs that read pairs are left out."""
     results = ROOT / "recipes" / "results"
     records = sorted(results.glob("train-2026-12-04-quickstart-unsupervised*.json"))
     records += sorted(results.glob("train-2026-12-06-enro-mono-*.json"))
     semi = results / "train-2026-12-03-enro-semi.json"
     proc = run(
-        [sys.executable, "-m", "recipes.lexicon", "--levers", *records, semi, "--figure", tmp_path / "levers.png"]
+        [
+            sys.executable,
+            "-m",
+            "recipes.experiments.lexicon",
+            "--levers",
+            *records,
+            semi,
+            "--figure",
+            tmp_path / "levers.png",
+        ]
     )
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and ".json" in line]
     assert len(rows) == len(records) and semi.name not in proc.stdout

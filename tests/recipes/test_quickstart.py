@@ -87,9 +87,9 @@ def test_quickstart_tiny_end_to_end(tmp_path):
     assert f"64 dims x 2 layers, {'bf16' if bf16 else 'fp32'}, " in proc.stdout
     assert "translation_lm initialised from the LM, fp32, " in proc.stdout
     assert "3/4 semi-supervised MT (MT on 1000 pairs + AE + back-translation" in proc.stdout  # says which ran
-    # never silent while a stage trains: the update and the budget left (recipes/lib/progress.py)
+    # never silent while a stage trains: the update and the budget left (recipes/train/progress.py)
     assert re.search(r"^   \d+ min: update \d+, \d+ of \d+ min left; ", proc.stdout, re.M), proc.stdout[-3000:]
-    # ... and which of those trained (recipes/lib/trained.py reads the stage's log)
+    # ... and which of those trained (recipes/train/trained.py reads the stage's log)
     assert re.search(r"^   trained to update \d+: MT de-en en-de, AE ", proc.stdout, re.M), proc.stdout[-3000:]
     # ... and which checkpoint is scored and exported: the best validation BLEU of both directions
     scored = re.search(

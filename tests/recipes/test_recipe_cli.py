@@ -13,12 +13,12 @@ import zipfile
 import pytest
 from recipe_support import ENDE, ENRO, RECIPES, XNLI, checksums_file, recipe, sacrebleu_set, tree
 
-SCRIPTS = sorted(RECIPES.glob("*.sh")) + sorted((RECIPES / "lib").rglob("*.sh"))
+SCRIPTS = sorted(RECIPES.glob("*.sh")) + sorted(RECIPES.glob("*/*.sh"))
 
 
 def test_scripts_exist():
     names = {p.relative_to(RECIPES).as_posix() for p in SCRIPTS}
-    assert {"wmt16_en_de.sh", "wmt16_en_ro.sh", "xnli.sh", "lib/wmt16/common.sh", "lib/stages.sh"} <= names
+    assert {"wmt16_en_de.sh", "wmt16_en_ro.sh", "xnli.sh", "wmt16/common.sh", "train/stages.sh"} <= names
     for script in (ENDE, ENRO, XNLI):
         assert os.access(script, os.X_OK), script
         text = script.read_text()

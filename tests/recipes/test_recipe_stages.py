@@ -1,5 +1,5 @@
-"""The recipes' one stage engine, ``recipes/lib/stages.py``, as the bash recipes reach it (through
-``recipes/lib/stages.sh``) and as the Python drivers do: stage markers and their keys, skipped and
+"""The recipes' one stage engine, ``recipes/train/stages.py``, as the bash recipes reach it (through
+``recipes/train/stages.sh``) and as the Python drivers do: stage markers and their keys, skipped and
 forgotten stages, stale checkpoints set aside, --stage N, commands run into logs, outputs written whole."""
 
 import subprocess
@@ -19,12 +19,14 @@ FAILING = ["sh", "-c", "for i in $(seq 1 20); do echo line $i; echo 'UserWarning
 def test_a_failed_command_is_one_error_line_and_its_log_tail_in_bash_and_python(tmp_path):
     log = tmp_path / "step.log"
     bash = subprocess.run(
-        ["bash", "-c", f'RECIPE=demo; source "{RECIPES}/lib/stages.sh"; run_logged "$@"', "-", log, *FAILING],
+        ["bash", "-c", f'RECIPE=demo; source "{RECIPES}/train/stages.sh"; run_logged "$@"', "-", log, *FAILING],
         capture_output=True,
         text=True,
         env=env(PYTHONPATH=str(ROOT)),
     )
-    driver = "from recipes.lib.driver import Driver; d = Driver(); d.name = 'demo'; d.run(sys.argv[2:], sys.argv[1])"
+    driver = (
+        "from recipes.experiments.driver import Driver; d = Driver(); d.name = 'demo'; d.run(sys.argv[2:], sys.argv[1])"
+    )
     python = subprocess.run(
         [sys.executable, "-c", f"import sys; {driver}", log, *FAILING],
         capture_output=True,
@@ -45,7 +47,7 @@ def test_an_output_is_written_whole_or_not_at_all(tmp_path):
     out.write_text("earlier\n")
 
     def write_output(*cmd):
-        argv = [sys.executable, "-m", "recipes.lib.stages", "--recipe", "demo", "write-output", out, *cmd]
+        argv = [sys.executable, "-m", "recipes.train.stages", "--recipe", "demo", "write-output", out, *cmd]
         return subprocess.run(argv, capture_output=True, text=True, env=env(PYTHONPATH=str(ROOT)))
 
     failed = write_output("sh", "-c", "echo half; exit 4")
@@ -89,7 +91,7 @@ def _stages(work, key, **extra):
     driver.write_text(STAGES_DRIVER)
     environ = env(KEY=key, PYTHONPATH=str(ROOT), **{k: str(v) for k, v in extra.items()})
     return subprocess.run(
-        ["bash", driver, RECIPES / "lib" / "stages.sh", work], capture_output=True, text=True, env=environ
+        ["bash", driver, RECIPES / "train" / "stages.sh", work], capture_output=True, text=True, env=environ
     )
 
 

@@ -34,7 +34,7 @@ XNLI_LANGS = "ar,bg,de,el,en,es,fr,hi,ru,sw,th,tr,ur,vi,zh"
 
 
 def assert_shared_optimiser(command, **own):
-    """``command`` trains with every flag of recipes/lib/optim.flags, at the file's value unless the
+    """``command`` trains with every flag of recipes/train/optim.flags, at the file's value unless the
     recipe sets its own (``adam_betas="(0.9,0.999)"``)."""
     for option, value in read_optim_flags().items():
         want = own.get(option[2:].replace("-", "_"), value)

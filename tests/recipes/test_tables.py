@@ -1,4 +1,4 @@
-"""recipes/lib/tables.py: a table between markers is written from the records it names, and a table
+"""recipes/experiments/tables.py: a table between markers is written from the records it names, and a table
 that differs from them, a record without its date, machine, commit or command, or a marker naming no
 record, is reported by file."""
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from recipes.lib import tables
+from recipes.experiments import tables
 
 RUNS = [
     {

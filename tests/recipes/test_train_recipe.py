@@ -13,9 +13,9 @@ import pytest
 from conftest import ROOT, SAMPLE, SHARED
 
 from preprocess.errors import UserError
-from recipes.lib import corpus
-from recipes.lib.corpus import Pairs
-from recipes.lib.plan import SIZES, choose_size, choose_vocab, make_plan
+from recipes.train import corpus
+from recipes.train.corpus import Pairs
+from recipes.train.plan import SIZES, choose_size, choose_vocab, make_plan
 
 ENRO = SAMPLE / "en-ro"
 
@@ -77,9 +77,9 @@ def test_training_text_keeps_no_sentence_of_a_held_out_set():
 
 def test_training_text_keeps_no_held_out_sentence_of_another_pair(tmp_path):
     """Three languages: an English sentence of the en-de test set is no English side of an en-ro training pair."""
-    from recipes.lib.corpus import prepared_text
-    from recipes.lib.inputs import Inputs
-    from recipes.train import build_parser
+    from recipes.train.cli import build_parser
+    from recipes.train.corpus import prepared_text
+    from recipes.train.inputs import Inputs
 
     en = [f"sentence {i}" for i in range(400)]
     _write(tmp_path / "a.en", en), _write(tmp_path / "a.de", [f"Satz {i}" for i in range(400)])
@@ -128,9 +128,9 @@ def test_unpaired_text_of_three_languages_keeps_no_pair_through_a_shared_languag
 def test_real_en_ro_text_split_shares_no_sentence_and_hides_no_pair(tmp_path):
     """On the shared en-ro corpus (what the committed runs used): no sentence in two splits, and the
     unsupervised text holds no pair of the corpus."""
-    from recipes.lib.corpus import prepared_text
-    from recipes.lib.inputs import Inputs
-    from recipes.train import build_parser
+    from recipes.train.cli import build_parser
+    from recipes.train.corpus import prepared_text
+    from recipes.train.inputs import Inputs
 
     s = SHARED / "en-ro"
     for unsupervised in (False, True):
@@ -390,7 +390,7 @@ def test_monolingual_text_alone_trains_chooses_exports_and_reports(tmp_path):
     """--unsupervised from two --mono files and nothing else: each language's held-out blocks validate the round
     trips, which choose the checkpoint; the translator is exported and the report gives the round trips, the
     lexicon's agreement with itself and translations of held-out text, and says that BLEU was not measured.
-    A re-run with --score scores a parallel set without training again; recipes.criterion measures the
+    A re-run with --score scores a parallel set without training again; recipes.experiments.criterion measures the
     kept checkpoints' choice on parallel sets the run never read."""
     work = tmp_path / "mono"
     mono = ["--mono", f"en={SAMPLE / 'en-de' / 'mono.en'}", "--mono", f"ro={ENRO}/mono.ro"]
@@ -416,7 +416,7 @@ def test_monolingual_text_alone_trains_chooses_exports_and_reports(tmp_path):
     assert "done before" in again.stdout and set(_rows(again.stdout)) == {("docs", "en-ro"), ("docs", "ro-en")}
     # how the round trips chose, on parallel sets given afterwards: every kept checkpoint measured
     record, figure = tmp_path / "criterion.jsonl", tmp_path / "criterion.png"
-    cmd = [sys.executable, "-m", "recipes.criterion", work, "--valid", f"en-ro={ENRO}/valid.en-ro"]
+    cmd = [sys.executable, "-m", "recipes.experiments.criterion", work, "--valid", f"en-ro={ENRO}/valid.en-ro"]
     crit = subprocess.run([*map(str, cmd), "--out", record], capture_output=True, text=True, cwd=ROOT)
     assert crit.returncode == 1 and crit.stderr.strip().endswith("(give --test SRC-TGT=PREFIX)"), crit.stderr
     assert not record.exists()

@@ -1,4 +1,4 @@
-"""recipes/lib/trained.py: which objectives a translation_lm run trained, read from fairseq's log of a
+"""recipes/train/trained.py: which objectives a translation_lm run trained, read from fairseq's log of a
 real run (a schedule that never started is reported as such, not as trained)."""
 
 import subprocess
@@ -30,7 +30,9 @@ def _train(data_bin, tmp_path, *extra):
         "--log-file",
         log,
     )
-    return subprocess.run([sys.executable, "-m", "recipes.lib.trained", log], capture_output=True, text=True, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "recipes.train.trained", log], capture_output=True, text=True, cwd=ROOT
+    )
 
 
 def test_a_schedule_that_never_started_is_not_reported_as_trained(data_bin, tmp_path):
@@ -50,7 +52,7 @@ def test_every_objective_that_trained_is_named(data_bin, tmp_path):
 
 def test_a_missing_log_is_one_line(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "recipes.lib.trained", tmp_path / "nope.log"], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "recipes.train.trained", tmp_path / "nope.log"], capture_output=True, text=True, cwd=ROOT
     )
     assert proc.returncode == 1 and proc.stderr.strip() == f"trained: error: {tmp_path / 'nope.log'}: no such log file"
 
@@ -59,7 +61,7 @@ def test_a_missing_scored_checkpoint_is_one_line_before_any_report(tmp_path):
     log = tmp_path / "translate.log"
     log.write_text('{"epoch": 1, "num_updates": "6", "ae_en_loss": "5.1"}\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "recipes.lib.trained", log, "--scored", tmp_path / "best.pt"],
+        [sys.executable, "-m", "recipes.train.trained", log, "--scored", tmp_path / "best.pt"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -69,13 +71,13 @@ def test_a_missing_scored_checkpoint_is_one_line_before_any_report(tmp_path):
 
 
 def test_progress_lines_while_a_stage_trains(data_bin, tmp_path):
-    """recipes/lib/progress.py through the stage engine: while fairseq-train runs, a line every
+    """recipes/train/progress.py through the stage engine: while fairseq-train runs, a line every
     XLM_FAIRSEQ_PROGRESS_SECONDS with the update and the budget left; from the finished log, the
     validation metric asked for."""
     import os
     import re
 
-    from recipes.lib.progress import progress_line
+    from recipes.train.progress import progress_line
 
     log = tmp_path / "translate.log"
     train = [
@@ -103,7 +105,7 @@ def test_progress_lines_while_a_stage_trains(data_bin, tmp_path):
     engine = [
         sys.executable,
         "-m",
-        "recipes.lib.stages",
+        "recipes.train.stages",
         "--recipe",
         "t",
         "run-logged",
@@ -121,8 +123,8 @@ def test_progress_lines_while_a_stage_trains(data_bin, tmp_path):
     lines = [line for line in proc.stdout.splitlines() if re.match(r"   \d+ min: ", line)]
     assert lines and all(re.search(r", \d+ of 30 min left", line) for line in lines), proc.stdout
     assert any(re.search(r"update \d+, .*; loss [0-9.]+", line) for line in lines), proc.stdout
-    # and the figures' reading of it (recipes/lib/figures.py): one validation, at the last wall clock
-    from recipes.lib.figures import validation_curves
+    # and the figures' reading of it (recipes/train/figures.py): one validation, at the last wall clock
+    from recipes.train.figures import validation_curves
 
     curves = validation_curves(log.read_text(), "^bleu_de-en$")
     assert list(curves) == ["bleu_de-en"] and len(curves["bleu_de-en"]) == 1 and curves["bleu_de-en"][0][0] > 0

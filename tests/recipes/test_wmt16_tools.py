@@ -1,5 +1,5 @@
-"""Tests of the WMT16 recipes' small data steps, ``python -m recipes.lib.wmt16.tools`` (with
-``recipes/lib/wmt16/data.py`` and ``evaluation.py``): checksums, gzip heads, parallel corpora in
+"""Tests of the WMT16 recipes' small data steps, ``python -m recipes.wmt16.tools`` (with
+``recipes/wmt16/data.py`` and ``evaluation.py``): checksums, gzip heads, parallel corpora in
 archives, XLM vocabularies, hypotheses and references, the BLEU table, sacrebleu's test-set cache."""
 
 import gzip
@@ -19,7 +19,7 @@ from preprocess.pipeline import PipelineSettings, write_settings
 
 def tools(*args, cwd=None):
     return subprocess.run(
-        [sys.executable, "-m", "recipes.lib.wmt16.tools", *map(str, args)],
+        [sys.executable, "-m", "recipes.wmt16.tools", *map(str, args)],
         cwd=cwd or ROOT,
         capture_output=True,
         text=True,
@@ -211,7 +211,7 @@ if kill_in:
                 os.kill(os.getpid(), signal.SIGKILL)
             self.extract(member, path)
     tarfile.TarFile.extractall = extractall
-from recipes.lib.wmt16 import tools
+from recipes.wmt16 import tools
 sys.exit(tools.main(["testset", "toy16", "de-en", sys.argv[3], *sys.argv[4:]]))
 """
 

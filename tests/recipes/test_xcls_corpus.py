@@ -6,7 +6,7 @@ import csv
 import pytest
 from conftest import BIN, ROOT, SHARED, run
 
-from recipes.lib.xcls import corpus as xcls_corpus
+from recipes.experiments.xcls import corpus as xcls_corpus
 
 SAMPLE_XCLS = ROOT / "recipes" / "data" / "xcls"
 
@@ -68,7 +68,7 @@ def test_work_dir_of_another_corpus_is_refused(tmp_path, args, made):
     work = tmp_path / "w"
     work.mkdir()
     (work / "corpus.txt").write_text("sample\n")
-    proc = run([BIN / "python", "-m", "recipes.xcls", "--tiny", *args, "--work-dir", work], ok=False)
+    proc = run([BIN / "python", "-m", "recipes.experiments.xcls", "--tiny", *args, "--work-dir", work], ok=False)
     assert proc.returncode != 0 and "--corpus/--vocab-size: " in proc.stderr, proc.stderr
     assert f"prepared with 'sample', not '{made}'" in proc.stderr
     assert sorted(p.name for p in work.iterdir()) == ["corpus.txt"]  # nothing made beside it

@@ -692,7 +692,9 @@ def test_xcls_recipe_bad_options_are_one_line(tmp_path, args, message):
     if "--device" in args and torch.cuda.is_available():
         args = ["--size", "7x2"]  # a GPU here: another refusal of the same kind
         message = "--size: expected DIMSxLAYERS like 256x4 (dims a multiple of 4)"
-    proc = run([BIN / "python", "-m", "recipes.xcls", "--tiny", "--work-dir", tmp_path / "w", *args], ok=False)
+    proc = run(
+        [BIN / "python", "-m", "recipes.experiments.xcls", "--tiny", "--work-dir", tmp_path / "w", *args], ok=False
+    )
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) <= 2  # argparse: usage line + error line
     assert not (tmp_path / "w").exists()

@@ -1,0 +1,3 @@
+from recipes.experiments.ablation.recipe import main
+
+main()

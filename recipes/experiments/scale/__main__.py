@@ -1,0 +1,3 @@
+from recipes.experiments.scale.recipe import main
+
+main()

@@ -1,0 +1,3 @@
+from recipes.experiments.xcls.cli import main
+
+main()

@@ -1,0 +1,5 @@
+import sys
+
+from recipes.train.cli import main
+
+sys.exit(main())

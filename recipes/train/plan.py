@@ -1,0 +1,274 @@
+"""What one ``recipes/train.sh`` run trains, from the size of its text and its ``--minutes``: the model,
+the vocabulary, the split of the budget, the objectives and their schedules. Printed at the start.
+
+The sizes follow the scaling sweep on 2 CPU cores (``recipes/README.md``, "The CPU configuration"): in 8
+minutes of pretraining 128 x 3 learnt most (64 x 2 stayed at the unigram plateau, 256 x 4 spent its updates
+warming up), which the rule of thumb of ~20 training tokens per non-embedding parameter (Hoffmann et al.
+2022) predicts from each size's measured speed; so a run takes the largest size that sees at least
+:data:`MIN_TOKENS_PER_PARAM` tokens per parameter in its pretraining minutes and has at most twice as many
+parameters as its text has tokens (the sweep's 128 x 3 had 0.6 M for 1.5 M). The vocabulary grows with
+the square root of the text (4,000 pieces on the quickstart's 0.9 M words). The budget is split as the
+quickstart's half hour was tuned: 22 % pretraining and 64 % translation with pairs, 24 % and 68 % without
+(``recipes/README.md``, "The quickstart's runs"), the rest for preprocessing, scoring and export."""
+
+import dataclasses
+import math
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from preprocess.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSize:
+    dim: int
+    layers: int
+    params: float  # non-embedding parameters (the sweep's table)
+    tokens_per_second: float  # MLM+TLM pretraining on 2 cores, fp32 (the sweep's table)
+
+    @property
+    def name(self) -> str:
+        return f"{self.dim} dims x {self.layers} layers"
+
+
+SIZES = (
+    ModelSize(64, 2, 0.10e6, 55.8e3),
+    ModelSize(128, 3, 0.60e6, 27.3e3),
+    ModelSize(192, 4, 1.78e6, 14.3e3),
+    ModelSize(256, 4, 3.16e6, 9.9e3),
+)
+HEADS = 4  # 8 heads cost 25 % of the speed at 128 dims (the sweep)
+MIN_TOKENS_PER_PARAM = 15
+PIECES_PER_WORD = 1.4  # subwords per word at the quickstart's vocabulary
+REFERENCE_WORDS, REFERENCE_VOCAB = 900_000, 4000  # the quickstart's text and vocabulary
+VOCAB_RANGE = (1000, 32000)
+SHARES = {"semi": (0.22, 0.64), "unsupervised": (0.24, 0.68)}  # of --minutes: pretraining, translation
+TINY = dict(
+    pretrain_hours=0.02,
+    translate_hours=0.02,
+    pretrain_updates=80,
+    translate_updates=40,
+    valid_every=20,
+    bt_from=10,
+    mono_lines=2000,
+    pair_lines=1000,
+    held_lines=100,
+)
+FULL = dict(pretrain_updates=1_000_000, translate_updates=1_000_000, valid_every=2000, bt_from=600)
+# translation's validations without pairs: the round trips choose the checkpoint, so they come often, about
+# 7 in the quickstart's 20 minutes, each of a few decodes of the valid text (epochs are as short as 200 updates)
+ROUNDTRIP_EVERY = 500
+
+
+def choose_size(pretrain_minutes: float, train_tokens: float) -> Tuple[ModelSize, str]:
+    """The largest size that sees enough tokens per parameter in the pretraining minutes and has at most
+    twice as many parameters as the text has tokens; the smallest if none does. (size, why)."""
+    seconds = pretrain_minutes * 60
+    fits = [
+        s
+        for s in SIZES
+        if s.tokens_per_second * seconds / s.params >= MIN_TOKENS_PER_PARAM and s.params <= 2 * train_tokens
+    ]
+    size = fits[-1] if fits else SIZES[0]
+    seen = size.tokens_per_second * seconds / size.params
+    why = (
+        f"{seen:.0f} tokens per non-embedding parameter in {pretrain_minutes:.1f} min of pretraining "
+        f"(>= {MIN_TOKENS_PER_PARAM} wanted), {size.params / 1e6:.2f} M parameters for "
+        f"{train_tokens / 1e6:.2f} M tokens"
+    )
+    return size, why
+
+
+def choose_vocab(words: int, characters: int) -> int:
+    """4,000 pieces at the quickstart's 0.9 M words, growing with the square root of the text (rounded to
+    500s, within :data:`VOCAB_RANGE`), and never fewer than the text's characters (+100): a script of
+    thousands of characters needs a piece for each."""
+    vocab = REFERENCE_VOCAB * math.sqrt(max(words, 1) / REFERENCE_WORDS)
+    vocab = int(round(vocab / 500) * 500)
+    vocab = min(max(vocab, VOCAB_RANGE[0]), VOCAB_RANGE[1])
+    return max(vocab, characters + 100)
+
+
+@dataclasses.dataclass
+class Plan:
+    langs: List[str]
+    pairs: List[Tuple[str, str]]  # the pairs with text (train, valid, test)
+    supervision: str  # semi | unsupervised
+    tiny: bool
+    minutes: float
+    precision: str  # of pretraining: fp32 | bf16
+    size: ModelSize
+    size_why: str
+    vocab: int
+    pretrain_hours: float
+    translate_hours: float
+    pretrain_updates: int
+    translate_updates: int
+    valid_every: int
+    bt_from: int
+    heads: int = HEADS
+    lm: Optional[str] = None  # the pretrained LM the run starts from (--lm), or None
+    lexicon: Tuple[str, ...] = ()  # unsupervised: what the word-by-word pairs of an induced lexicon feed (--lexicon)
+
+    @property
+    def pair_langs(self) -> List[str]:
+        """The languages translation trains on: those of the pairs (an LM's other languages are kept in
+        pretraining only)."""
+        return [lang for lang in self.langs if any(lang in p for p in self.pairs)]
+
+    @property
+    def translate_precision(self) -> str:
+        # fp32 with pairs (bf16 bought 13 % more updates and level BLEU); without, the updates are mostly greedy
+        # back-translation, which bf16 speeds more (recipes/README.md, --unsupervised)
+        return self.precision if self.supervision == "unsupervised" else "fp32"
+
+    @property
+    def checkpoint_metric(self) -> str:
+        """What chooses the translation checkpoint scored and exported: with pairs, the mean tokenised BLEU of
+        the valid pairs; without, the round trips of monolingual valid text (their BLEU back less what the
+        translations copy, ``roundtrip_score``): no parallel text is read, in validation either."""
+        return "bleu_tok_mean" if self.supervision == "semi" else "roundtrip_score"
+
+    @property
+    def translate_valid_every(self) -> Optional[int]:
+        """Updates between translation's validations; None: at the end of every epoch (with pairs)."""
+        if self.supervision == "semi":
+            return None
+        return self.valid_every if self.tiny else ROUNDTRIP_EVERY
+
+    @property
+    def directions(self) -> List[Tuple[str, str]]:
+        return [d for a, b in self.pairs for d in ((a, b), (b, a))]
+
+    def mlm_steps(self) -> str:
+        steps = list(self.langs)
+        if self.supervision == "semi" or "tlm" in self.lexicon:
+            steps += [f"{a}-{b}" for a, b in self.pairs]  # TLM (on word-by-word pairs with --lexicon)
+        return ",".join(steps)
+
+    def objectives(self) -> List[str]:
+        """translation_lm's objective options: AE on every language, back-translation both ways of every pair,
+        and (with pairs) MT both ways; XLM's UNMT lets AE fade out while BT carries on from the start, with
+        pairs BT joins once MT produces something worth back-translating."""
+        bt = ",".join(f"{a}-{b}-{a}" for a, b in self.directions)
+        args = ["--ae-steps", ",".join(self.pair_langs), "--bt-steps", bt]
+        n = self.bt_from
+        if self.supervision == "unsupervised":
+            fade = f"0:1,{n * 2}:0.1,{n * 4}:0"
+            args += ["--lambda-ae", fade]
+            if "mt" in self.lexicon:  # word-by-word translation first, fading out as AE does (Lample et al. 2018)
+                mt = ",".join(f"{a}-{b}" for a, b in self.directions)
+                args += ["--mt-steps", mt, "--lambda-mt", fade]
+            return args
+        mt = ",".join(f"{a}-{b}" for a, b in self.directions)
+        return (
+            ["--mt-steps", mt] + args + ["--lambda-ae", f"0:1,{n}:0.1,{n * 2}:0", "--lambda-bt", f"0:0,{n}:0,{n * 2}:1"]
+        )
+
+    def model_args(self) -> List[str]:
+        d, n = self.size.dim, self.size.layers
+        sides = [
+            [f"--{side}-embed-dim", d, f"--{side}-layers", n, f"--{side}-attention-heads", self.heads]
+            for side in ("encoder", "decoder")
+        ]
+        return ["--arch", "xlm_tiny", *sides[0], *sides[1]]
+
+    def lexicon_line(self) -> str:
+        if not self.lexicon:
+            return ""
+        on_pairs = [x.upper() for x in self.lexicon if x in ("tlm", "mt")]
+        uses = [f"{' and '.join(on_pairs)} on word-by-word pairs"] if on_pairs else []
+        uses += ["MLM on code-switched lines"] if "cs" in self.lexicon else []
+        uses += ["piece embeddings from the word vectors"] if "emb" in self.lexicon else []
+        return f"; {' and '.join(uses)} of a lexicon induced from the unpaired text"
+
+    def describe(self, words: Dict[str, int]) -> List[str]:
+        budget = (
+            "a pipeline check (--tiny): updates capped"
+            if self.tiny
+            else f"{self.minutes:g} min = {self.pretrain_hours * 60:.1f} pretraining + {self.translate_hours * 60:.1f} "
+            f"translation + the rest for preprocessing, scoring and export"
+        )
+        text = ", ".join(f"{lang} {words.get(lang, 0) / 1e6:.2f} M" for lang in self.langs)
+        return [
+            f"languages:   {','.join(self.langs)}; pairs: {', '.join(f'{a}-{b}' for a, b in self.pairs)}; "
+            f"{'semi-supervised' if self.supervision == 'semi' else 'unsupervised (no pair seen)'}"
+            + self.lexicon_line(),
+            f"text:        train words {text}",
+            f"vocabulary:  {self.vocab:,} pieces, "
+            + (f"the LM's ({self.lm})" if self.lm else "joint sentencepiece (fewer if the text cannot make them)"),
+            f"model:       {self.size.name}, {self.heads} heads: {self.size_why}",
+            f"budget:      {budget}",
+            f"precision:   pretraining {self.precision}, translation {self.translate_precision}",
+        ]
+
+
+LEXICON_USES = ("tlm", "mt", "cs", "emb")
+
+
+def default_lexicon(pairs: int, from_lm: bool = False) -> Tuple[str, ...]:
+    """--unsupervised's uses of the induced lexicon when --lexicon is not given: the LM's piece embeddings from
+    its word vectors with one pair (recipes/README.md, "A lexicon from the unpaired text"), TLM on word-by-word
+    pairs with several or from a pretrained LM (each pair's lexicon is a space of its own; an LM has its
+    embeddings)."""
+    return ("emb",) if pairs == 1 and not from_lm else ("tlm",)
+
+
+def parse_lexicon(value: str) -> tuple:
+    """--lexicon's uses of the induced lexicon (recipes/train.py); ``none``: no lexicon."""
+    if value == "none":
+        return ()
+    uses = tuple(x for x in value.split(",") if x)
+    unknown = [x for x in uses if x not in LEXICON_USES]
+    if unknown or len(set(uses)) != len(uses):
+        raise UserError(
+            f"--lexicon {value}: expected some of {', '.join(LEXICON_USES)}, comma-separated, once each, or none"
+        )
+    return uses
+
+
+def make_plan(
+    langs: Sequence[str],
+    pairs,
+    supervision: str,
+    tiny: bool,
+    minutes: float,
+    precision: str,
+    words: Dict[str, int],
+    characters: int,
+    vocab: Optional[int] = None,
+    lm=None,
+    lexicon: Sequence[str] = (),
+) -> Plan:
+    """``lm``: a :class:`recipes.train.lm_start.LMStart` that fixes the size and the vocabulary."""
+    total = sum(words.values())
+    pretrain_share, translate_share = SHARES[supervision]
+    if tiny:
+        hours = (TINY["pretrain_hours"], TINY["translate_hours"])
+        schedule = TINY
+    else:
+        hours = (round(pretrain_share * minutes / 60, 4), round(translate_share * minutes / 60, 4))
+        schedule = FULL
+    size, why = choose_size(hours[0] * 60, total * PIECES_PER_WORD)
+    if lm is not None:
+        size, why = lm.size(), "the LM's (--lm), pretraining continues from it"
+        vocab = len(lm.ckpt.assets.dictionary()[0])
+    return Plan(
+        langs=list(langs),
+        pairs=list(pairs),
+        supervision=supervision,
+        tiny=tiny,
+        minutes=minutes,
+        precision=precision,
+        size=size,
+        size_why=why,
+        vocab=vocab or choose_vocab(total, characters),
+        pretrain_hours=hours[0],
+        translate_hours=hours[1],
+        pretrain_updates=schedule["pretrain_updates"],
+        translate_updates=schedule["translate_updates"],
+        valid_every=schedule["valid_every"],
+        bt_from=schedule["bt_from"],
+        heads=lm.heads if lm is not None else HEADS,
+        lm=lm.path if lm is not None else None,
+        lexicon=tuple(lexicon),
+    )
