@@ -24,7 +24,40 @@ def test_fairseqs_adam_stays_fairseqs_where_the_plugin_is_loaded(data_bin):
         model = task.build_model(cfg.model).bfloat16()
         built[name] = FP16Optimizer.build_optimizer(cfg, [p for p in model.parameters() if p.requires_grad])
     assert not built["adam"].has_flat_params and type(built["adam"].fp32_optimizer.optimizer) is adam.Adam
-    assert built["xlm_adam"].has_flat_params and type(built["xlm_adam"].fp32_optimizer.optimizer) is FusedStepAdam
+    assert len(built["adam"].fp32_optimizer.optimizer.param_groups[0]["params"]) > 1
+    ours = built["xlm_adam"].fp32_optimizer
+    assert type(ours.optimizer) is FusedStepAdam and ours.flat_master is not None
+    (flat,) = ours.optimizer.param_groups[0]["params"]  # the master weights are views of one tensor
+    storage = flat.untyped_storage().data_ptr()
+    assert all(p.untyped_storage().data_ptr() == storage for p in built["xlm_adam"].fp32_params)
+    assert flat.numel() == sum(p.numel() for p in built["xlm_adam"].fp32_params)
+
+
+def test_importing_the_plugin_replaces_no_method_of_fairseqs_optimizers():
+    """The flat bf16 master weights come with ``xlm_adam`` itself: every function of fairseq's optimizer
+    classes (FP16Optimizer's build_optimizer and load_state_dict among them) is fairseq's own."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import fairseq.optim
+
+    import xlm_fairseq  # noqa: F401
+
+    replaced = []
+    for info in pkgutil.walk_packages(fairseq.optim.__path__, "fairseq.optim."):
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:  # a backend not installed here (apex, bitsandbytes)
+            continue
+        for cls in vars(module).values():
+            if not (inspect.isclass(cls) and cls.__module__ == module.__name__):
+                continue
+            for name, attr in vars(cls).items():
+                func = getattr(attr, "__func__", attr)
+                if callable(func) and not getattr(func, "__module__", "fairseq").startswith("fairseq"):
+                    replaced.append(f"{cls.__qualname__}.{name} ({func.__module__})")
+    assert not replaced, replaced
 
 
 def test_xlm_adam_updates_in_torchs_fused_kernel_as_fairseqs_adam_does(data_bin):

@@ -3,7 +3,6 @@ one explicit call (:func:`install`, from the plugin's ``__init__``). Each module
 (or torch) version and the missing hook it works around; nothing else in the plugin patches."""
 
 from xlm_fairseq.patches import (
-    bf16_flat_master,
     checkpoint_copy,
     checkpoint_reader,
     cpu_clip_norm,
@@ -26,7 +25,6 @@ PATCHES = (
     task_help,  # `fairseq-train --task cross_lingual_lm --help` lists the task's options
     checkpoint_copy,  # checkpoint_last.pt / _best.pt replaced atomically, never half-copied
     precision,  # --bf16 without a TPU; TF32 under CUDA unless --no-tf32
-    bf16_flat_master,  # --bf16 without a TPU: fp32 master weights in one flat tensor, as --fp16's
     cpu_clip_norm,  # --cpu --clip-norm on a machine with a GPU: the norm taken on the CPU
     prefetch_at_exit,  # batch-prefetch threads stop between batches at exit (no abort after a finished run)
     interactive_input,  # fairseq-interactive reads strict UTF-8, a bad line one error naming it

@@ -3,8 +3,7 @@
 fairseq 0.12's ``progress_bar.progress_bar`` adds a new ``logging.FileHandler`` for ``--log-file`` to
 its module's logger every time it is called with one, and ``fairseq-train`` does so at the start of
 every epoch, never removing the handler. So the k-th epoch's progress and validation lines were
-written k times (the quickstart's 19-minute translation log: 403 lines for 106 distinct ones), and a
-long run kept one open file per epoch.
+written k times, and a long run kept one open file per epoch.
 
 The file is now opened by the first call only: a later call for a file that already has a handler
 on that logger leaves it alone. Other files (a different ``--log-file`` in the same process) still
