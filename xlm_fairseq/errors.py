@@ -9,7 +9,7 @@ class XLMUserError(UserError):
     """A configuration or input error; the message names the option or file."""
 
 
-# XLM's most asked question (#146, #212, #236, #273): a pretrained LM used to translate
+# the question XLM's users asked most: a pretrained LM used to translate
 NOT_A_TRANSLATION_MODEL = (
     "a pretrained encoder (cross_lingual_lm), not a translation model; train one from it with "
     "--task translation_lm --pretrained-xlm-checkpoint CHECKPOINT, or use its features through XLMModel.from_pretrained"
