@@ -128,7 +128,7 @@ def test_clm_batch_predicts_next_token():
 
 def _lm_loop(keys_sizes, alpha, step_per_objective=False):
     """XLM's loop over MLM / TLM objectives (the plugin's classes) with these training sentence counts."""
-    from xlm_fairseq.objectives.base import OBJECTIVES
+    from xlm_fairseq.objectives.base import OBJECTIVES, loop_families
     from xlm_fairseq.objectives.keys import ObjectiveKey
     from xlm_fairseq.objectives.schedule import XLMLoop
 
@@ -138,7 +138,7 @@ def _lm_loop(keys_sizes, alpha, step_per_objective=False):
         objective = OBJECTIVES[name.family](name.langs, task=None)
         objective.sentences = sentences
         objectives.append(objective)
-    return XLMLoop(objectives, list(OBJECTIVES), seed=1, step_per_objective=step_per_objective, sampling_alpha=alpha)
+    return XLMLoop(objectives, loop_families(), seed=1, step_per_objective=step_per_objective, sampling_alpha=alpha)
 
 
 def _keys(objectives):

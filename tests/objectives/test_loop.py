@@ -8,7 +8,7 @@ import torch
 from conftest import PRETRAIN_ARGS, fairseq, json_logs, setup_task
 
 
-@pytest.mark.slow  # two fairseq-train runs; the arithmetic in-process: test_run_objectives.py
+@pytest.mark.slow  # two fairseq-train runs; the arithmetic in-process: tests/tasks/test_step.py
 def test_step_per_objective_is_xlms_loop(data_bin, tmp_path):
     """--step-per-objective: each update trains exactly one objective (its own Adam step, clip and LR
     step), walking XLM iterations; the default update trains the whole iteration."""
@@ -221,3 +221,26 @@ def test_each_objective_fills_its_own_batch(data_bin):
     ids = torch.cat([p["id"] for p in pairs])
     n_pairs = len(mixed.dataset("train").datasets["tlm_en-de"])
     assert sorted(ids.tolist())[:n_pairs] == list(range(n_pairs)), "a pair missing from the epoch"
+
+
+def test_the_loop_order_is_each_objectives_own_not_the_import_order(monkeypatch):
+    """A family's place in an iteration of XLM's loop is its class's ``loop_order`` (CLM, MLM, TLM, span, then
+    AE, MT, BT) whatever order the classes were registered in; a new family takes the place its number says,
+    and two families cannot share one."""
+    from xlm_fairseq.objectives import base
+
+    xlm = ["clm", "mlm", "tlm", "span", "ae", "mt", "bt"]
+    assert base.loop_families() == xlm
+    monkeypatch.setattr(base, "OBJECTIVES", dict(reversed(list(base.OBJECTIVES.items()))))
+    assert base.loop_families() == xlm
+
+    @base.register_objective
+    class Between(base.Objective):
+        family, option, loop_order = "between", "mlm_steps", 25
+
+    assert base.loop_families() == ["clm", "mlm", "between", *xlm[2:]]
+    with pytest.raises(AssertionError, match="loop_order 25"):
+
+        @base.register_objective
+        class Clash(base.Objective):
+            family, option, loop_order = "clash", "mlm_steps", 25

@@ -18,15 +18,23 @@ from preprocess.langs import parse_steps
 from xlm_fairseq.objectives.keys import ObjectiveKey
 from xlm_fairseq.objectives.schedule import lambda_schedule
 
-OBJECTIVES: Dict[str, Type["Objective"]] = {}  # family -> class; XLM's loop draws families in this order
+OBJECTIVES: Dict[str, Type["Objective"]] = {}  # family -> class
 
 
 def register_objective(cls):
-    """Register an objective class under its ``family``. Families are drawn in an iteration in the order
-    they are registered (XLM's loop: CLM, MLM, TLM, then AE, MT, BT)."""
+    """Register an objective class under its ``family``, with its own place in XLM's loop (``loop_order``)."""
     assert cls.family not in OBJECTIVES, f"objective family {cls.family!r} registered twice"
+    taken = {c.loop_order: c.family for c in OBJECTIVES.values()}
+    assert cls.loop_order not in taken, (
+        f"{cls.family!r}: loop_order {cls.loop_order} is {taken.get(cls.loop_order)!r}'s"
+    )
     OBJECTIVES[cls.family] = cls
     return cls
+
+
+def loop_families() -> List[str]:
+    """The families in the order XLM's loop draws them in an iteration (CLM, MLM, TLM, span, then AE, MT, BT)."""
+    return sorted(OBJECTIVES, key=lambda family: OBJECTIVES[family].loop_order)
 
 
 class MissingData(Exception):
@@ -56,17 +64,21 @@ class Objective:
     """One objective over ``langs``, built by ``task`` (whose ``dictionary``, ``lang2id``, ``cfg`` and
     data-bin readers it uses) with ``weight``, a schedule over XLM iterations.
 
-    Class attributes say what it is: ``family`` (its key's prefix), ``n_langs``, ``option`` (the
+    Class attributes say what it is: ``family`` (its key's prefix), ``loop_order`` (its family's place in
+    an iteration of XLM's loop, lowest first), ``n_langs``, ``option`` (the
     task option listing its steps; two families may share one, told apart by ``n_langs``:
     ``--mlm-steps en,en-de``), ``weight_option`` (the option of its schedule, or None: weight 1) and
     ``draw``: ``"sample"`` (XLM's ``shuf_order``: min(5, n) draws with replacement per iteration) or
-    ``"each"`` (every objective of the family once per iteration, in random order)."""
+    ``"each"`` (every objective of the family once per iteration, in random order); ``full_mask_validation``:
+    validated a second time with every predicted position shown as the mask (XLM's perplexity)."""
 
     family: ClassVar[str]
+    loop_order: ClassVar[int]
     n_langs: ClassVar[int] = 1
     option: ClassVar[str]
     weight_option: ClassVar[Optional[str]] = None
     draw: ClassVar[str] = "sample"
+    full_mask_validation: ClassVar[bool] = False  # validated again with every predicted position masked (XLM's)
 
     def __init__(self, langs: Sequence[str], task, weight: Optional[PiecewiseLinearFn] = None):
         self.langs = tuple(langs)

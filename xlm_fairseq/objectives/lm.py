@@ -34,12 +34,12 @@ class StreamObjective(Objective):
 
 @register_objective
 class CausalLM(StreamObjective):
-    family, option, predicts = "clm", "clm_steps", "clm"
+    family, option, predicts, loop_order = "clm", "clm_steps", "clm", 10
 
 
 @register_objective
 class MaskedLM(StreamObjective):
-    family, option = "mlm", "mlm_steps"
+    family, option, loop_order, full_mask_validation = "mlm", "mlm_steps", 20, True
 
 
 @register_objective
@@ -47,7 +47,7 @@ class TranslationLM(Objective):
     """XLM's TLM: a pair concatenated, positions restarting for the second sentence, a language id per
     half; pairs with a side over ``--max-sentence-len`` subwords dropped."""
 
-    family, option, n_langs = "tlm", "mlm_steps", 2
+    family, option, n_langs, loop_order, full_mask_validation = "tlm", "mlm_steps", 2, 30, True
 
     def build(self, split, epoch=1):
         task = self.task

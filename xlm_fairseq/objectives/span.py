@@ -10,7 +10,7 @@ from xlm_fairseq.objectives.base import Built, Objective, register_objective
 
 @register_objective
 class SpanMasking(Objective):
-    family, option = "span", "span_steps"
+    family, option, loop_order = "span", "span_steps", 40
 
     def check(self):
         if not 0 < self.task.cfg.span_ratio <= 1:

@@ -24,7 +24,7 @@ class TranslationObjective(Objective):
 class DenoisingAutoEncoding(TranslationObjective):
     """XLM's AE: a sentence with noise in (shuffle within k, drop, blank), the sentence out."""
 
-    family, option, weight_option, draw = "ae", "ae_steps", "lambda_ae", "each"
+    family, option, weight_option, draw, loop_order = "ae", "ae_steps", "lambda_ae", "each", 50
 
     def build(self, split, epoch=1):
         task, cfg = self.task, self.task.cfg
@@ -39,7 +39,7 @@ class DenoisingAutoEncoding(TranslationObjective):
 
 @register_objective
 class MachineTranslation(TranslationObjective):
-    family, option, weight_option, n_langs = "mt", "mt_steps", "lambda_mt", 2
+    family, option, weight_option, n_langs, loop_order = "mt", "mt_steps", "lambda_mt", 2, 60
 
     def check(self):
         if self.source == self.target:
@@ -58,7 +58,7 @@ class BackTranslation(TranslationObjective):
     """Online back-translation ``a-b-a``: the data are sentences of a; :meth:`prepare` translates them
     into b with the model being trained and gives the batch b -> a to train on."""
 
-    family, option, weight_option, n_langs, draw = "bt", "bt_steps", "lambda_bt", 3, "each"
+    family, option, weight_option, n_langs, draw, loop_order = "bt", "bt_steps", "lambda_bt", 3, "each", 70
 
     def check(self):
         a, b, c = self.langs

@@ -19,9 +19,11 @@ from fairseq.tasks import register_task
 
 from xlm_fairseq.data import MaskedLMConfig
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.objectives.base import OBJECTIVES
 from xlm_fairseq.objectives.keys import ObjectiveKey
-from xlm_fairseq.objectives.schedule import run_objectives
+from xlm_fairseq.objectives.lm import MaskedLM
 from xlm_fairseq.tasks.objective_task import XLMTask, XLMTaskConfig
+from xlm_fairseq.tasks.step import run_objectives
 
 logger = logging.getLogger(__name__)
 
@@ -127,9 +129,9 @@ class XLMCrossLingualLMTask(XLMTask):
         """Also each masked objective's full-mask figures, and XLM's mean ``mlm_fullmask_ppl`` when every
         MLM language is validated (:meth:`reduce_metrics`)."""
         names = super().validation_metrics(validated)
-        masked = [k for k in validated if ObjectiveKey.parse(k).family in ("mlm", "tlm")]
+        masked = [k for k in validated if OBJECTIVES[ObjectiveKey.parse(k).family].full_mask_validation]
         names += [f"{k}_fullmask_{m}" for k in masked for m in ("loss", "ppl", "acc")]
-        mlm = [o.key for o in self.objectives if o.family == "mlm"]
+        mlm = [o.key for o in self.objectives if isinstance(o, MaskedLM)]
         if mlm and all(k in validated for k in mlm):
             names.append("mlm_fullmask_ppl")
         return names
@@ -158,7 +160,7 @@ class XLMCrossLingualLMTask(XLMTask):
         """Also XLM's ``valid_mlm_ppl``: the mean over the MLM languages of their full-mask
         perplexity, logged as ``mlm_fullmask_ppl`` (what XLM selects and stops on)."""
         super().reduce_metrics(logging_outputs, criterion)
-        keys = [f"{o.key}_fullmask" for o in self.objectives if o.family == "mlm"]
+        keys = [f"{o.key}_fullmask" for o in self.objectives if isinstance(o, MaskedLM)]
         if keys and all(any(f"{k}:ntokens" in log for log in logging_outputs) for k in keys):
             metrics.log_derived("mlm_fullmask_ppl", lambda m: float(np.mean([2 ** m[f"{k}_loss"].avg for k in keys])))
 

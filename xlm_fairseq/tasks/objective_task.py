@@ -16,16 +16,17 @@ from xlm_fairseq.data import ObjectiveZipDataset
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.modules.compiled import COMPILE_MODES
 from xlm_fairseq.objectives.base import (
-    OBJECTIVES,
     Built,
     MissingData,
     Objective,
+    loop_families,
     objective_options,
     objectives_from_options,
 )
 from xlm_fairseq.objectives.keys import ObjectiveKey
-from xlm_fairseq.objectives.schedule import XLMLoop, run_objectives
+from xlm_fairseq.objectives.schedule import XLMLoop
 from xlm_fairseq.tasks.base import XLMDataConfig, XLMDataTask
+from xlm_fairseq.tasks.step import run_objectives
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class XLMTask(XLMDataTask):
         if self.langs:
             self.objectives = objectives_from_options(self, self.cfg, objective_options(self.config_class))
         self.loop = XLMLoop(
-            self.objectives, list(OBJECTIVES), self.cfg.seed, self.cfg.step_per_objective, self.sampling_alpha
+            self.objectives, loop_families(), self.cfg.seed, self.cfg.step_per_objective, self.sampling_alpha
         )
 
     @property

@@ -35,9 +35,10 @@ from xlm_fairseq.evaluation.bleu import ROUNDTRIP_METRICS, batch_bleu_stats, red
 from xlm_fairseq.generation import XLMSequenceGenerator
 from xlm_fairseq.objectives.base import MissingData
 from xlm_fairseq.objectives.keys import ObjectiveKey
-from xlm_fairseq.objectives.schedule import bare_model, run_objectives
+from xlm_fairseq.objectives.schedule import bare_model
 from xlm_fairseq.objectives.translation import BackTranslation, MachineTranslation
 from xlm_fairseq.tasks.objective_task import XLMTask, XLMTaskConfig
+from xlm_fairseq.tasks.step import run_objectives
 
 logger = logging.getLogger(__name__)
 
@@ -106,8 +107,9 @@ class TranslationLMTask(XLMTask):
         if self.cfg.valid_lang_pairs:
             pairs = parse_steps(self.cfg.valid_lang_pairs, "--valid-lang-pairs", (2,), self.langs)
         else:
-            mt = [o.langs for o in self.objectives if o.family == "mt"]
-            pairs = list(OrderedDict.fromkeys(mt + [o.langs[:2] for o in self.objectives if o.family == "bt"]))
+            mt = [o.langs for o in self.objectives if isinstance(o, MachineTranslation)]
+            bt = [o.langs[:2] for o in self.objectives if isinstance(o, BackTranslation)]
+            pairs = list(OrderedDict.fromkeys(mt + bt))
         self.valid_objectives = [MachineTranslation(pair, self) for pair in pairs]
         # without parallel valid text (or with --valid-roundtrip): back-translation's round trip a -> b -> a
         self.roundtrip_objectives = [BackTranslation((a, b, a), self) for a, b in pairs]
@@ -261,8 +263,8 @@ class TranslationLMTask(XLMTask):
         names = super().validation_metrics(validated)
         if not self.cfg.no_eval_bleu and validated:
             keys = [ObjectiveKey.parse(k) for k in validated]
-            translations = [k.direction for k in keys if k.family == "mt"]
-            trips = [k.direction for k in keys if k.family == "bt"]
+            translations = [k.direction for k in keys if k.family == MachineTranslation.family]
+            trips = [k.direction for k in keys if k.family == BackTranslation.family]
             names += [f"bleu{t}_{d}" for d in translations for t in ("", "_tok")]
             names += ["bleu_mean", "bleu_tok_mean"] if translations else []
             names += [f"bleu{t}_{d}" for d in trips for t in ("", "_tok", "_copy")]

@@ -1,4 +1,5 @@
-"""What an update's objective loop returns and back-propagates, against sums written out by hand.
+"""xlm_fairseq/tasks/step.py: what an update's objective loop returns and back-propagates, against sums
+written out by hand.
 
 Summed loop (default): one update trains every objective of the iteration; objective k (weight w_k,
 n_k predicted tokens, mean token loss m_k) back-propagates ``w_k * m_k * S`` with S the first
@@ -15,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from conftest import setup_task
 
-from xlm_fairseq.objectives.schedule import run_objectives
+from xlm_fairseq.tasks.step import run_objectives
 
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--seed", "1", "--cpu"]
 LM_ARGS = ["--tokens-per-sample", "64", "--max-tokens", "600", *NO_DROPOUT]
@@ -227,7 +228,7 @@ def test_summed_loop_all_reduces_once_per_update(data_bin, tmp_path):
     from fairseq import optim
     from torch.nn.parallel import DistributedDataParallel
 
-    from xlm_fairseq.objectives.schedule import run_objectives
+    from xlm_fairseq.tasks.step import run_objectives
 
     args = ["--langs", "en,de", "--mt-steps", "en-de", "--ae-steps", "de,en", "--cpu", "--max-tokens", "1000"]
     task, cfg = setup_task(data_bin, "translation_lm", *args, "--optimizer", "adam", "--lr", "0.0001")
