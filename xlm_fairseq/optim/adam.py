@@ -99,7 +99,6 @@ class FlatMaster:
 
     def __init__(self, params: List[torch.nn.Parameter]):
         self.params = params
-        self.shapes = [p.shape for p in params]
         self.flat = torch.nn.Parameter(torch.cat([p.data.reshape(-1) for p in params]))
         self.flat.grad = torch.zeros_like(self.flat.data)
         self.grads = []
@@ -127,9 +126,13 @@ class FlatMaster:
     def gather(self) -> None:
         for p, view in zip(self.params, self.grads):
             grad = p.grad
-            if grad is None or grad.data_ptr() != view.data_ptr():
-                view.copy_(grad) if grad is not None else view.zero_()
-                p.grad = view
+            if grad is not None and grad.data_ptr() == view.data_ptr():
+                continue
+            if grad is None:
+                view.zero_()
+            else:
+                view.copy_(grad)
+            p.grad = view
 
 
 def _option(cfg, name: str) -> bool:
