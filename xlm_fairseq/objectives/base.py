@@ -78,7 +78,7 @@ class Objective:
     option: ClassVar[str]
     weight_option: ClassVar[Optional[str]] = None
     draw: ClassVar[str] = "sample"
-    full_mask_validation: ClassVar[bool] = False  # validated again with every predicted position masked (XLM's)
+    full_mask_validation: ClassVar[bool] = False
 
     def __init__(self, langs: Sequence[str], task, weight: Optional[PiecewiseLinearFn] = None):
         self.langs = tuple(langs)

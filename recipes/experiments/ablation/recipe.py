@@ -39,7 +39,7 @@ from preprocess.files import file_sha256, staged_dir
 from recipes.experiments import figures
 from recipes.experiments.ablation.report import report
 from recipes.experiments.ablation.runs import DEFAULT_RUNS, FULL, LANGS, MT_SHARE, PRETRAIN_SHARE, QUICK, runs_table
-from recipes.experiments.driver import Driver, add_shared_data_option, check_shared_data
+from recipes.experiments.driver import ROOT, Driver, add_shared_data_option, check_shared_data
 from recipes.experiments.measure import (
     BIN,
     Measure,
@@ -51,8 +51,6 @@ from recipes.experiments.measure import (
 )
 from recipes.train.stages import copy_file, write_json
 from recipes.train.trained import checkpoint_updates
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 class Ablation(Driver):

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from preprocess.errors import ArgumentParser
 from recipes.experiments import figures
-from recipes.experiments.driver import Driver, add_shared_data_option, check_shared_data
+from recipes.experiments.driver import ROOT, Driver, add_shared_data_option, check_shared_data
 from recipes.experiments.measure import (
     BIN,
     CALIBRATION_SECONDS,
@@ -68,8 +68,6 @@ from recipes.experiments.scale.runs import (
 )
 from recipes.train.stages import copy_file, write_json
 from recipes.train.trained import checkpoint_updates
-
-ROOT = Path(__file__).resolve().parents[3]
 
 
 class Sweep(Driver):
