@@ -35,8 +35,9 @@ from pathlib import Path
 
 from preprocess.errors import ArgumentParser
 from recipes.experiments import measure
+from recipes.experiments.driver import ROOT
 from recipes.experiments.xcls.recipe import Recipe
-from recipes.experiments.xcls.settings import CORPORA, ROOT
+from recipes.experiments.xcls.settings import CORPORA
 
 
 def main(argv=None):

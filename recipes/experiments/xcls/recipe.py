@@ -8,15 +8,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from recipes.experiments import figures
-from recipes.experiments.driver import Driver
-from recipes.experiments.measure import Measure, measure_speed
+from recipes.experiments.driver import ROOT, Driver
+from recipes.experiments.measure import BIN, Measure, measure_speed
 from recipes.experiments.xcls import baselines as xcls_baselines
 from recipes.experiments.xcls import corpus as xcls_corpus
 from recipes.experiments.xcls import report as xcls_report
 from recipes.experiments.xcls import self_training as xcls_self_training
 from recipes.experiments.xcls.report import FINETUNE_LANG
 from recipes.experiments.xcls.scoring import ClassifierScoring
-from recipes.experiments.xcls.settings import BIN, BLI, EXPERIMENT, INITS, PRETRAIN_STEPS, ROOT, SAMPLE, TINY
+from recipes.experiments.xcls.settings import BLI, EXPERIMENT, INITS, PRETRAIN_STEPS, SAMPLE, TINY
 from recipes.train.optim import optim_flags
 from recipes.train.stages import copy_file, write_json, write_text
 from recipes.train.trained import checkpoint_updates

@@ -1,12 +1,7 @@
 """The classification recipe's settings: its runs, corpora and the sample, experiment and tiny configurations."""
 
-import sys
-from pathlib import Path
-
 from recipes.experiments.measure import CALIBRATION_SECONDS
 
-ROOT = Path(__file__).resolve().parents[3]
-BIN = Path(sys.executable).parent
 INITS = ("random", "mlm", "mlm_tlm")
 CORPORA = ("sample", "shared", "shared+ddtp")  # recipes/experiments/xcls/corpus.py
 PRETRAIN_STEPS = {"mlm": "en,de", "mlm_tlm": "en,de,de-en"}
