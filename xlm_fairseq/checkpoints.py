@@ -47,8 +47,12 @@ def _omegaconf_globals():
 
 
 def allowed_globals():
-    """Every class a fairseq / XLM checkpoint may name, besides torch's own defaults."""
+    """Every class a fairseq / XLM checkpoint may name, besides torch's own defaults; and the placeholder of
+    a tensor in the checkpoint state that fairseq-train's rank 0 sends the other ranks when several resume."""
+    from fairseq.distributed.utils import _TensorPlaceholder
+
     return [
+        _TensorPlaceholder,
         argparse.Namespace,
         collections.OrderedDict,
         collections.defaultdict,

@@ -62,6 +62,25 @@ def test_two_cpu_processes_train_and_validate_like_one(task, data_bin, pretraine
     assert torch.load(tmp_path / "two" / "checkpoint_last.pt")["optimizer_history"][-1]["num_updates"] == 8
 
 
+def test_a_checkpoint_state_sent_between_ranks_is_read_by_torchs_safe_loader():
+    """Resuming with several processes, rank 0 reads the checkpoint and sends its state to the others as a
+    torch pickle whose tensors are fairseq's placeholders; the other ranks read it with torch's default
+    weights-only loader, which refused the placeholder class (their resume stopped with an UnpicklingError)."""
+    import io
+
+    from fairseq.distributed.utils import _put_tensors_in_obj, _split_tensors_from_obj
+
+    import xlm_fairseq  # noqa: F401  (installs the allowlist)
+
+    state = {"model": {"w": torch.ones(2)}, "extra_state": {"epoch": 3}}
+    tensors = []
+    buffer = io.BytesIO()
+    torch.save(_split_tensors_from_obj(state, tensors), buffer)
+    buffer.seek(0)
+    received = _put_tensors_in_obj(torch.load(buffer, map_location="cpu"), tensors)
+    assert received["extra_state"] == {"epoch": 3} and received["model"]["w"].tolist() == [1.0, 1.0]
+
+
 def test_distributed_cpu_refuses_options_it_sets(data_bin, tmp_path):
     proc = run(
         [

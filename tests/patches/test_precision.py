@@ -6,6 +6,23 @@ import torch
 from conftest import setup_task
 
 
+def test_bf16_without_torch_xla_means_no_tpu_anywhere_in_the_config(data_bin):
+    """fairseq's parser makes --bf16 imply --tpu, and its command line copies that into the distributed
+    options, where it would wrap the model of several processes in the TPU wrapper (which imports torch_xla):
+    both are taken back."""
+    from fairseq.distributed import utils as distributed_utils
+
+    from xlm_fairseq.patches.precision import has_torch_xla
+
+    if has_torch_xla():
+        pytest.fail("torch_xla is installed here: --bf16 keeps fairseq's --tpu, nothing to test")
+    _, cfg = setup_task(data_bin, "cross_lingual_lm", "--langs", "en,de", "--bf16", "--cpu")
+    assert cfg.common.tpu and cfg.distributed_training.tpu  # what fairseq's parser made of --bf16
+    seen = []
+    distributed_utils.call_main(cfg, lambda cfg: seen.append((cfg.common.tpu, cfg.distributed_training.tpu)))
+    assert seen == [(False, False)]
+
+
 def test_tf32_unless_asked_not_to(data_bin):
     """fairseq's commands (through call_main) run the XLM tasks with TF32 unless --no-tf32; setting up
     a task alone (a hub, a test) leaves torch's setting as it is."""

@@ -29,10 +29,16 @@ def has_torch_xla() -> bool:
 
 
 def bf16_without_tpu(cfg) -> None:
-    """``--bf16`` on a GPU or CPU: undo the ``--tpu`` that fairseq's parser implied."""
+    """``--bf16`` on a GPU or CPU: undo the ``--tpu`` that fairseq's parser implied, in ``common`` and in the
+    copy its command line leaves in ``distributed_training`` (there an interpolation of ``common.tpu`` only in
+    a config built from dataclasses): that copy wraps the model for several processes in fairseq's TPU
+    data-parallel wrapper, which imports torch_xla."""
     common = cfg.common
     if getattr(common, "bf16", False) and getattr(common, "tpu", False) and not has_torch_xla():
         common.tpu = False
+        distributed = getattr(cfg, "distributed_training", None)
+        if distributed is not None and getattr(distributed, "tpu", False):
+            distributed.tpu = False
         logger.info("--bf16 without torch_xla: bfloat16 on %s, not a TPU", "CPU" if common.cpu else "the GPU")
 
 
