@@ -2,6 +2,10 @@
 
     xlm-fairseq-distributed-cpu --nproc 2 fairseq-train DATA --user-dir xlm_fairseq --cpu ...
 
+On several machines, the same command on each, with ``--nnodes N --node-rank R --master HOST:PORT``
+(HOST: node 0's address, seen from every node; the rendezvous of fairseq's and torchrun's
+``tcp://`` init method): node R runs ranks R*NPROC .. R*NPROC+NPROC-1 of NNODES*NPROC.
+
 fairseq starts one process per GPU (``--distributed-world-size N`` on a machine without GPUs stops
 at an assertion, and torchrun at a division by the GPU count). This starts the N processes itself,
 each with fairseq's own options for an explicitly launched rank (``--distributed-rank R
@@ -40,16 +44,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def rank_commands(command, nproc: int, port: int):
+def rank_commands(command, nproc: int, port: int, nnodes: int = 1, node_rank: int = 0, host: str = "127.0.0.1"):
+    """The fairseq command of each rank this node runs."""
     for option in SET_HERE:
         if any(arg == option or arg.startswith(option + "=") for arg in command):
             raise UserError(f"{option} is set by this launcher; leave it out of the fairseq command")
     if "--cpu" not in command:
         command = [*command, "--cpu"]
-    shared = ["--distributed-world-size", str(nproc), "--distributed-no-spawn"]
-    shared += ["--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-backend", "gloo"]
+    shared = ["--distributed-world-size", str(nproc * nnodes), "--distributed-no-spawn"]
+    shared += ["--distributed-init-method", f"tcp://{host}:{port}", "--distributed-backend", "gloo"]
     shared += ["--ddp-backend", "legacy_ddp"]
-    return [[*command, *shared, "--distributed-rank", str(rank)] for rank in range(nproc)]
+    first = node_rank * nproc
+    return [[*command, *shared, "--distributed-rank", str(rank)] for rank in range(first, first + nproc)]
+
+
+def parse_master(value: str):
+    """``HOST:PORT`` -> (host, port); a bad one is a UserError naming ``--master``."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"--master {value}: expected HOST:PORT, node 0's address and a free port on it")
+    return host.strip("[]"), int(port)
 
 
 STOP_GRACE_S = 10  # after a rank fails, what the others get to stop by themselves: the tasks tell
@@ -96,6 +110,9 @@ def main(argv=None) -> int:
     )
     p.add_argument("--nproc", type=int, required=True, help="processes (ranks) to start")
     p.add_argument("--port", type=int, help="rendezvous port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--nnodes", type=int, default=1, help="machines taking part, each running this command")
+    p.add_argument("--node-rank", type=int, default=0, help="this machine's place among them, 0 to NNODES-1")
+    p.add_argument("--master", metavar="HOST:PORT", help="node 0's address and port (required with --nnodes > 1)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the fairseq-train command line, as for one process")
 
     def run(argv):
@@ -105,7 +122,17 @@ def main(argv=None) -> int:
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not command:
             raise UserError("give the fairseq-train command after the launcher's options")
-        commands = rank_commands(command, args.nproc, args.port or free_port())
+        if args.nnodes < 1 or not 0 <= args.node_rank < args.nnodes:
+            raise UserError(f"--node-rank {args.node_rank}: expected 0 to --nnodes - 1 ({args.nnodes - 1})")
+        if args.master:
+            if args.port:
+                raise UserError("--port and --master: give the port in --master HOST:PORT")
+            host, port = parse_master(args.master)
+        elif args.nnodes > 1:
+            raise UserError("--nnodes > 1 needs --master HOST:PORT (node 0's address)")
+        else:
+            host, port = "127.0.0.1", args.port or free_port()
+        commands = rank_commands(command, args.nproc, port, args.nnodes, args.node_rank, host)
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.nproc)))
         return run_ranks(commands)
 
