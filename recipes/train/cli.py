@@ -2,7 +2,8 @@
 
     bash recipes/train.sh --pairs en-ro=PREFIX [--pairs en-de=PREFIX ...] [--mono ro=FILE ...]
                           [--valid en-ro=PREFIX] [--test en-ro=PREFIX] [--score NAME:en-ro=PREFIX]
-                          [--unsupervised] [--minutes 30] [--dict de-en=FILE] --work-dir DIR
+                          [--unsupervised] [--minutes 30 | --hours H] [--dict de-en=FILE] --work-dir DIR
+                          [--device auto|cpu|cuda] [--processes N] [--nodes N --node-rank R --master HOST:PORT]
 
 Raw UTF-8 text, one sentence a line; ``PREFIX`` names line-aligned ``PREFIX.SRC`` and ``PREFIX.TGT``. It
 does what the quickstart does (the quickstart is this command on the bundled en-de sample), for any
@@ -27,9 +28,10 @@ from preprocess.errors import ArgumentParser, UserError
 from preprocess.segment import check_bleu, parse_segmenters, segmenter
 from recipes.train import stages
 from recipes.train.corpus import prepared_text, words_and_characters
+from recipes.train.hardware import choose_hardware, choose_precision
 from recipes.train.inputs import Inputs
 from recipes.train.lm_start import LMStart
-from recipes.train.plan import default_lexicon, make_plan, parse_lexicon
+from recipes.train.plan import default_lexicon, make_plan, parse_lexicon, parse_size
 from recipes.train.training_run import TrainingRun
 
 
@@ -111,7 +113,28 @@ def build_parser(name: str = "train") -> argparse.ArgumentParser:
         "size; its languages must cover the run's (add one first: xlm-fairseq-convert LM OUT --add-lang LANG "
         "--text FILE). A language of the LM in no pair may come as --mono: pretraining keeps it, translation not",
     )
-    add("--minutes", type=float, default=30.0, help="the whole run's budget on this machine (default 30)")
+    add("--minutes", type=float, help="the whole run's budget (default 30)")
+    add("--hours", type=float, help="the budget in hours, instead of --minutes")
+    add(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where to train (auto: cuda when torch sees a GPU; with --plan, cuda plans for GPUs that are not here)",
+    )
+    add(
+        "--processes",
+        type=int,
+        help="data-parallel processes on each machine (default: one per GPU on cuda, 1 on cpu; on cpu several "
+        "share its cores over gloo); each reads a whole batch, so an update grows with them",
+    )
+    add("--nodes", type=int, default=1, help="machines training together, each running this command (default 1)")
+    add("--node-rank", type=int, default=0, help="this machine's place among --nodes, 0 to N-1 (0 scores, exports)")
+    add(
+        "--master",
+        metavar="HOST:PORT",
+        help="with --nodes: node 0's address and a free port on it; --work-dir must be one directory all share",
+    )
+    add("--size", metavar="DIMSxLAYERS", help="the model's size instead of the plan's choice, for example 512x6")
     add("--vocab-size", type=int, help="subword vocabulary (default: from the text's size)")
     add(
         "--segment",
@@ -122,10 +145,11 @@ def build_parser(name: str = "train") -> argparse.ArgumentParser:
     )
     add(
         "--precision",
-        choices=("auto", "fp32", "bf16"),
+        choices=("auto", "fp32", "bf16", "fp16"),
         default="auto",
-        help="pretraining's number format (auto: bf16 where the CPU multiplies it in hardware); translation "
-        "trains in fp32 with pairs, in this format without",
+        help="pretraining's number format (auto: on CPUs bf16 where the CPU multiplies it in hardware, on GPUs "
+        "bf16 where the GPU has it, else fp16); on CPUs translation trains in fp32 with pairs, in this format "
+        "without; on GPUs both in this format",
     )
     add(
         "--tiny",
@@ -145,14 +169,6 @@ def build_parser(name: str = "train") -> argparse.ArgumentParser:
     return p
 
 
-def choose_precision(value: str) -> str:
-    if value != "auto":
-        return value
-    from xlm_fairseq.hardware import cpu_multiplies_bf16
-
-    return "bf16" if cpu_multiplies_bf16() else "fp32"
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     name = argv[argv.index("--recipe") + 1] if "--recipe" in argv[:-1] else "train"
@@ -162,8 +178,14 @@ def main(argv=None) -> int:
         stages.fail(name, message, status=2)
 
     try:
-        if args.minutes <= 0:
-            raise UserError(f"--minutes {args.minutes:g}: a positive number of minutes")
+        if args.minutes is not None and args.hours is not None:
+            raise UserError("--minutes and --hours: give one budget")
+        minutes = args.hours * 60 if args.hours is not None else args.minutes if args.minutes is not None else 30.0
+        if minutes <= 0:
+            given = f"--hours {args.hours:g}" if args.hours is not None else f"--minutes {args.minutes:g}"
+            raise UserError(f"{given}: a positive number of {'hours' if args.hours is not None else 'minutes'}")
+        hardware = choose_hardware(args)
+        size = parse_size(args.size) if args.size else None
         if args.vocab_size is not None and args.vocab_size < 100:
             raise UserError(f"--vocab-size {args.vocab_size}: at least 100")
         if args.lexicon is not None and not args.unsupervised:
@@ -178,8 +200,8 @@ def main(argv=None) -> int:
             lexicon = default_lexicon(len(inputs.pairs), lm is not None)
         if lm:
             lm.check_langs(inputs.langs)
-            if args.vocab_size is not None or args.segment:
-                raise UserError("--vocab-size and --segment come from the LM with --lm")
+            if args.vocab_size is not None or args.segment or args.size:
+                raise UserError("--vocab-size, --segment and --size come from the LM with --lm")
         segmenters = parse_segmenters(args.segment, inputs.langs)
         if lm:
             segmenters = {k: v for k, v in lm.settings.segmenters.items() if k in inputs.langs}
@@ -193,21 +215,23 @@ def main(argv=None) -> int:
         text = prepared_text(inputs, args, lexicon, segmenters)
         # sizes from the real text: the word-by-word pairs of --lexicon repeat it
         words, characters = words_and_characters({**text, "train": {} if lexicon else text["train"]}, segmenters)
+        precision = choose_precision(args.precision, hardware.device)
     except UserError as e:
         refuse(str(e))
-    precision = choose_precision(args.precision)
     plan = make_plan(
         inputs.langs,
         list(inputs.pairs),
         "unsupervised" if args.unsupervised else "semi",
         args.tiny,
-        args.minutes,
+        minutes,
         precision,
         words,
         characters,
         args.vocab_size,
         lm,
         lexicon,
+        hardware,
+        size,
     )
     lines = plan.describe(words)
     print(f"== {name}: {work.resolve()}")

@@ -8,7 +8,7 @@ from typing import Dict, List
 
 from preprocess.errors import UserError
 from preprocess.files import file_sha256
-from recipes.train.plan import ModelSize
+from recipes.train.plan import ModelSize, parse_size
 
 
 class LMStart:
@@ -43,10 +43,7 @@ class LMStart:
             )
 
     def size(self) -> ModelSize:
-        from recipes.train.plan import SIZES
-
-        known = [s for s in SIZES if (s.dim, s.layers) == (self.dim, self.layers)]
-        return known[0] if known else ModelSize(self.dim, self.layers, 0.0, 0.0)
+        return parse_size(f"{self.dim}x{self.layers}")
 
     def vocab_files(self, directory: Path) -> Dict[str, str]:
         """The LM's subword model and dict.txt as files (written into ``directory``): preprocess's

@@ -1,18 +1,25 @@
-"""What one ``recipes/train.sh`` run trains, from the size of its text and its ``--minutes``: the model,
-the vocabulary, the split of the budget, the objectives and their schedules. Printed at the start.
+"""What one ``recipes/train.sh`` run trains, from the size of its text, its budget (``--minutes`` or
+``--hours``) and its hardware (``--device``, ``--processes``, ``--nodes``): the model, the vocabulary, the
+batches, the split of the budget, the objectives and their schedules. Printed at the start; ``--plan``
+prints it for hardware that is not here.
 
 The sizes follow the scaling sweep on 2 CPU cores (``recipes/README.md``, "The CPU configuration"): in 8
 minutes of pretraining 128 x 3 learnt most (64 x 2 stayed at the unigram plateau, 256 x 4 spent its updates
 warming up), which the rule of thumb of ~20 training tokens per non-embedding parameter (Hoffmann et al.
 2022) predicts from each size's measured speed; so a run takes the largest size that sees at least
-:data:`MIN_TOKENS_PER_PARAM` tokens per parameter in its pretraining minutes and has at most twice as many
-parameters as its text has tokens (the sweep's 128 x 3 had 0.6 M for 1.5 M). The vocabulary grows with
-the square root of the text (4,000 pieces on the quickstart's 0.9 M words). The budget is split as the
-quickstart's half hour was tuned: 22 % pretraining and 64 % translation with pairs, 24 % and 68 % without
-(``recipes/README.md``, "The quickstart's runs"), the rest for preprocessing, scoring and export."""
+:data:`MIN_TOKENS_PER_PARAM` tokens per parameter in its pretraining minutes on its hardware and is not too
+large for its text (:attr:`ModelSize.params_per_token`). Above the sweep's sizes come XLM's (512 and
+1024 dims x 6 layers, 8 heads, XLM's dropout, learning rate and warm-up); their speed on a CPU, and every
+speed on a GPU, is estimated from bench/'s records (:func:`tokens_per_second`) until a run measures it.
+Batches follow the device: 64-token streams of 2,048-token batches on CPUs (the sweep's), XLM's 256-token
+streams of 8,192-token batches per GPU. The vocabulary grows with the square root of the text (4,000 pieces
+on the quickstart's 0.9 M words). The budget is split as the quickstart's half hour was tuned: 22 % pretraining and 64 %
+translation with pairs, 24 % and 68 % without (``recipes/README.md``, "The quickstart's runs"), the rest
+for preprocessing, scoring and export."""
 
 import dataclasses
 import math
+import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from preprocess.errors import UserError
@@ -22,12 +29,24 @@ from preprocess.errors import UserError
 class ModelSize:
     dim: int
     layers: int
-    params: float  # non-embedding parameters (the sweep's table)
-    tokens_per_second: float  # MLM+TLM pretraining on 2 cores, fp32 (the sweep's table)
+    params: float  # non-embedding parameters (the sweep's table; 12 d^2 a layer)
+    tokens_per_second: Optional[float]  # MLM+TLM pretraining on 2 CPU cores, fp32 (the sweep's); None: not measured
+    heads: int = 4  # 8 heads cost 25 % of the speed at 128 dims (the sweep)
+    dropout: float = 0.0  # of pretraining (translation: 0.1 at every size)
+    lr: float = 1e-3
+    warmup: Tuple[int, int] = (1000, 500)  # pretraining, translation
+    params_per_token: float = 2.0  # at most this many parameters per token of text
 
     @property
     def name(self) -> str:
         return f"{self.dim} dims x {self.layers} layers"
+
+
+def xlm_size(dim: int, layers: int, heads: int = 8) -> ModelSize:
+    """XLM's settings (its en-de/en-ro recipes: dropout 0.1, Adam at 1e-4 after 4,000 warm-up updates); with
+    dropout a model may have more parameters than its text has tokens, as fairseq's IWSLT'14 transformer has
+    (31 M non-embedding parameters on ~7 M tokens, ~4.5 a token): up to 6 a token here."""
+    return ModelSize(dim, layers, 12 * dim * dim * layers, None, heads, 0.1, 1e-4, (4000, 4000), 6.0)
 
 
 SIZES = (
@@ -35,13 +54,14 @@ SIZES = (
     ModelSize(128, 3, 0.60e6, 27.3e3),
     ModelSize(192, 4, 1.78e6, 14.3e3),
     ModelSize(256, 4, 3.16e6, 9.9e3),
+    xlm_size(512, 6),
+    xlm_size(1024, 6),
 )
-HEADS = 4  # 8 heads cost 25 % of the speed at 128 dims (the sweep)
 MIN_TOKENS_PER_PARAM = 15
 PIECES_PER_WORD = 1.4  # subwords per word at the quickstart's vocabulary
 REFERENCE_WORDS, REFERENCE_VOCAB = 900_000, 4000  # the quickstart's text and vocabulary
 VOCAB_RANGE = (1000, 32000)
-SHARES = {"semi": (0.22, 0.64), "unsupervised": (0.24, 0.68)}  # of --minutes: pretraining, translation
+SHARES = {"semi": (0.22, 0.64), "unsupervised": (0.24, 0.68)}  # of the budget: pretraining, translation
 TINY = dict(
     pretrain_hours=0.02,
     translate_hours=0.02,
@@ -59,23 +79,111 @@ FULL = dict(pretrain_updates=1_000_000, translate_updates=1_000_000, valid_every
 ROUNDTRIP_EVERY = 500
 
 
-def choose_size(pretrain_minutes: float, train_tokens: float) -> Tuple[ModelSize, str]:
-    """The largest size that sees enough tokens per parameter in the pretraining minutes and has at most
-    twice as many parameters as the text has tokens; the smallest if none does. (size, why)."""
+@dataclasses.dataclass(frozen=True)
+class Batches:
+    stream: int  # pretraining: tokens a stream block (--tokens-per-sample)
+    pretrain_tokens: int  # pretraining: tokens a batch per process (--max-tokens)
+    translate_tokens: int  # translation: tokens a batch per process
+
+
+BATCHES = {"cpu": Batches(64, 2048, 2000), "cuda": Batches(256, 8192, 2000)}  # cuda: XLM's (bptt, tokens_per_batch)
+
+# GPU speed, an estimate until a train.sh run measures it: the plugin's MLM step on one H100 in bf16 (tokens/s,
+# bench/results/compile-cuda-bf16.json, eager), times what fairseq-train kept of it at 128 x 3 on that GPU (55 k
+# tokens/s, bench/results/history.jsonl gpu-h100-run1, against the step's 76 k)
+GPU_STEP_TOKENS_PER_SECOND = {(128, 3): 76.1e3, (256, 4): 246.8e3, (1024, 6): 290.4e3}
+GPU_FAIRSEQ_TRAIN_SHARE = 0.72
+
+
+def flops_per_token(size: ModelSize, stream: int) -> float:
+    """Training FLOPs per token of MLM (forward + backward): the layers' matmuls and attention over the stream."""
+    return 6 * size.params + 12 * size.layers * size.dim * stream
+
+
+def tokens_per_second(size: ModelSize, device: str) -> Tuple[float, bool]:
+    """Pretraining tokens a second of one process on a GPU, or of one machine's 2 cores (processes on one machine
+    share them): (speed, measured by a train.sh run). A CPU speed the sweep did not measure is 256 x 4's scaled
+    by FLOPs; a GPU speed the step's record lacks is the largest size's FLOP rate, and no faster than the
+    nearest smaller size measured (small steps are bound by kernel launches, not FLOPs)."""
+    if device == "cpu":
+        if size.tokens_per_second:
+            return size.tokens_per_second, True
+        ref = SIZES[3]
+        stream = BATCHES["cpu"].stream
+        return ref.tokens_per_second * flops_per_token(ref, stream) / flops_per_token(size, stream), False
+    step = GPU_STEP_TOKENS_PER_SECOND.get((size.dim, size.layers))
+    if step is None:
+        stream = BATCHES["cuda"].stream
+        (dim, layers), fastest = max(GPU_STEP_TOKENS_PER_SECOND.items())
+        rate = fastest * flops_per_token(ModelSize(dim, layers, 12 * dim * dim * layers, None), stream)
+        smaller = [v for (d, _), v in sorted(GPU_STEP_TOKENS_PER_SECOND.items()) if d <= size.dim]
+        step = min(
+            rate / flops_per_token(size, stream), smaller[-1] if smaller else min(GPU_STEP_TOKENS_PER_SECOND.values())
+        )
+    return step * GPU_FAIRSEQ_TRAIN_SHARE, False
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardware:
+    device: str = "cpu"  # cpu | cuda
+    processes: int = 1  # per node
+    nodes: int = 1
+    node_rank: int = 0
+    master: Optional[str] = None  # HOST:PORT of node 0 with several nodes
+
+    @property
+    def world(self) -> int:
+        return self.processes * self.nodes
+
+    @property
+    def speedup(self) -> int:
+        """How many times one process's (GPU) or one machine's (CPU) speed the whole run has."""
+        return self.world if self.device == "cuda" else self.nodes
+
+    def describe(self) -> str:
+        if self.device == "cuda":
+            each = f"{self.processes} GPU{'s' if self.processes > 1 else ''}"
+        else:
+            each = f"{self.processes} process{'es over gloo' if self.processes > 1 else ''}"
+        nodes = f" on each of {self.nodes} machines, node 0 at {self.master}" if self.nodes > 1 else ""
+        return f"{self.device}, {each}{nodes}"
+
+
+def choose_size(pretrain_minutes: float, train_tokens: float, hardware: Hardware = Hardware()) -> Tuple[ModelSize, str]:
+    """The largest size that sees enough tokens per parameter in the pretraining minutes on ``hardware`` and is
+    not too large for its text; the smallest if none does. (size, why)."""
     seconds = pretrain_minutes * 60
-    fits = [
-        s
-        for s in SIZES
-        if s.tokens_per_second * seconds / s.params >= MIN_TOKENS_PER_PARAM and s.params <= 2 * train_tokens
-    ]
+
+    def seen(s):
+        return tokens_per_second(s, hardware.device)[0] * hardware.speedup * seconds / s.params
+
+    fits = [s for s in SIZES if seen(s) >= MIN_TOKENS_PER_PARAM and s.params <= s.params_per_token * train_tokens]
     size = fits[-1] if fits else SIZES[0]
-    seen = size.tokens_per_second * seconds / size.params
+    speed, measured = tokens_per_second(size, hardware.device)
     why = (
-        f"{seen:.0f} tokens per non-embedding parameter in {pretrain_minutes:.1f} min of pretraining "
+        f"{seen(size):.0f} tokens per non-embedding parameter in {pretrain_minutes:.1f} min of pretraining "
         f"(>= {MIN_TOKENS_PER_PARAM} wanted), {size.params / 1e6:.2f} M parameters for "
         f"{train_tokens / 1e6:.2f} M tokens"
     )
+    if not measured:
+        unit = "GPU" if hardware.device == "cuda" else "machine"
+        why += f" (speed estimated from bench/ records: {speed / 1e3:.0f} k tokens/s a {unit})"
     return size, why
+
+
+def parse_size(value: str) -> ModelSize:
+    """--size DIMSxLAYERS: one of :data:`SIZES`, or a new one (8 heads from 512 dims, XLM's settings)."""
+    m = re.fullmatch(r"(\d+)x(\d+)", value)
+    if not m or int(m[1]) < 8 or int(m[2]) < 1:
+        raise UserError(f"--size {value}: expected DIMSxLAYERS, for example 512x6")
+    dim, layers = int(m[1]), int(m[2])
+    known = [s for s in SIZES if (s.dim, s.layers) == (dim, layers)]
+    if known:
+        return known[0]
+    size = xlm_size(dim, layers) if dim >= 512 else ModelSize(dim, layers, 12 * dim * dim * layers, None)
+    if dim % size.heads:
+        raise UserError(f"--size {value}: {dim} dims do not split into {size.heads} heads")
+    return size
 
 
 def choose_vocab(words: int, characters: int) -> int:
@@ -95,7 +203,7 @@ class Plan:
     supervision: str  # semi | unsupervised
     tiny: bool
     minutes: float
-    precision: str  # of pretraining: fp32 | bf16
+    precision: str  # of pretraining: fp32 | bf16 | fp16 (cuda)
     size: ModelSize
     size_why: str
     vocab: int
@@ -105,7 +213,8 @@ class Plan:
     translate_updates: int
     valid_every: int
     bt_from: int
-    heads: int = HEADS
+    heads: int = 4
+    hardware: Hardware = Hardware()
     lm: Optional[str] = None  # the pretrained LM the run starts from (--lm), or None
     lexicon: Tuple[str, ...] = ()  # unsupervised: what the word-by-word pairs of an induced lexicon feed (--lexicon)
 
@@ -116,8 +225,14 @@ class Plan:
         return [lang for lang in self.langs if any(lang in p for p in self.pairs)]
 
     @property
+    def batches(self) -> Batches:
+        return BATCHES[self.hardware.device]
+
+    @property
     def translate_precision(self) -> str:
-        # fp32 with pairs (bf16 bought 13 % more updates and level BLEU); without, the updates are mostly greedy
+        if self.hardware.device == "cuda":
+            return self.precision
+        # on CPUs fp32 with pairs (bf16 bought 13 % more updates and level BLEU); without, the updates are mostly greedy
         # back-translation, which bf16 speeds more (recipes/README.md, --unsupervised)
         return self.precision if self.supervision == "unsupervised" else "fp32"
 
@@ -172,6 +287,9 @@ class Plan:
         ]
         return ["--arch", "xlm_tiny", *sides[0], *sides[1]]
 
+    def precision_args(self, precision: str) -> List[str]:
+        return {"fp32": [], "bf16": ["--bf16"], "fp16": ["--fp16"]}[precision]
+
     def lexicon_line(self) -> str:
         if not self.lexicon:
             return ""
@@ -196,6 +314,7 @@ class Plan:
             f"text:        train words {text}",
             f"vocabulary:  {self.vocab:,} pieces, "
             + (f"the LM's ({self.lm})" if self.lm else "joint sentencepiece (fewer if the text cannot make them)"),
+            f"hardware:    {self.hardware.describe()}",
             f"model:       {self.size.name}, {self.heads} heads: {self.size_why}",
             f"budget:      {budget}",
             f"precision:   pretraining {self.precision}, translation {self.translate_precision}",
@@ -238,8 +357,11 @@ def make_plan(
     vocab: Optional[int] = None,
     lm=None,
     lexicon: Sequence[str] = (),
+    hardware: Hardware = Hardware(),
+    size: Optional[ModelSize] = None,
 ) -> Plan:
-    """``lm``: a :class:`recipes.train.lm_start.LMStart` that fixes the size and the vocabulary."""
+    """``lm``: a :class:`recipes.train.lm_start.LMStart` that fixes the size and the vocabulary; ``size``
+    (--size) overrides the choice."""
     total = sum(words.values())
     pretrain_share, translate_share = SHARES[supervision]
     if tiny:
@@ -248,7 +370,10 @@ def make_plan(
     else:
         hours = (round(pretrain_share * minutes / 60, 4), round(translate_share * minutes / 60, 4))
         schedule = FULL
-    size, why = choose_size(hours[0] * 60, total * PIECES_PER_WORD)
+    if size is not None:
+        why = "--size"
+    else:
+        size, why = choose_size(hours[0] * 60, total * PIECES_PER_WORD, hardware)
     if lm is not None:
         size, why = lm.size(), "the LM's (--lm), pretraining continues from it"
         vocab = len(lm.ckpt.assets.dictionary()[0])
@@ -268,7 +393,8 @@ def make_plan(
         translate_updates=schedule["translate_updates"],
         valid_every=schedule["valid_every"],
         bt_from=schedule["bt_from"],
-        heads=lm.heads if lm is not None else HEADS,
+        heads=lm.heads if lm is not None else size.heads,
+        hardware=hardware,
         lm=lm.path if lm is not None else None,
         lexicon=tuple(lexicon),
     )

@@ -13,6 +13,7 @@ from typing import Dict, List
 
 from preprocess.files import file_sha256
 from recipes.train import figures, scoring, stages
+from recipes.train.hardware import launch
 from recipes.train.progress import Progress
 from recipes.train.trained import scored as scored_line
 from recipes.train.trained import summary as trained_summary
@@ -36,7 +37,8 @@ class TrainingRun:
         self.work = Path(args.work_dir).resolve()
         self.data = self.work / "data-bin"
         self.raw = self.work / "raw"
-        self.logs = self.work / "logs"
+        rank = plan.hardware.node_rank
+        self.logs = self.work / "logs" / (f"node{rank}" if rank else "")  # several nodes: their own logs
         self.ckpt = self.work / "checkpoints" / "translate" / "checkpoint_best.pt"
         self.lm = self.work / "checkpoints" / "pretrain" / "checkpoint_best.pt"
         self.embeddings = self.work / "lexicon" / "embeddings.pt"  # --lexicon emb
@@ -64,6 +66,11 @@ class TrainingRun:
     def command(self, cmd, log, progress=None):
         stages.run_logged(self.name, [str(c) for c in cmd], log, env=self.env, cwd=ROOT, progress=progress)
 
+    def train(self, cmd, log, progress=None):
+        """A fairseq-train command on the plan's hardware (every process of this node)."""
+        cmd, env = launch(cmd, self.plan.hardware, self.env)
+        stages.run_logged(self.name, cmd, log, env=env, cwd=ROOT, progress=progress)
+
     def keys(self) -> Dict[str, str]:
         # the files' contents, not their paths or times: a copied or restored corpus resumes its run
         sources = hashlib.sha256()
@@ -78,6 +85,9 @@ class TrainingRun:
         pre += f" lm={self.start_lm.digest}" if self.start_lm else ""
         pre += f" lexicon={','.join(p.lexicon)}" if p.lexicon else ""
         pretrain = f"{pre} model={p.size.dim}x{p.size.layers} hours={p.pretrain_hours} precision={p.precision}"
+        h = p.hardware
+        if (h.device, h.world) != ("cpu", 1):  # the batches and updates change with them
+            pretrain += f" device={h.device} processes={h.world}"
         translate = f"{pretrain} translate_hours={p.translate_hours} translate_precision={p.translate_precision}"
         return {"preprocess": pre, "pretrain": pretrain, "translate": translate}
 
@@ -148,7 +158,6 @@ class TrainingRun:
         return [
             "--user-dir",
             ROOT / "xlm_fairseq",
-            "--cpu",
             "--num-workers",
             0,
             "--seed",
@@ -161,12 +170,20 @@ class TrainingRun:
             ",".join(langs),
         ]
 
-    def optim(self, lr: float, warmup: int) -> list:
+    def optim(self, stage: int) -> list:
+        """The shared optimiser flags at the size's learning rate and warm-up of ``stage`` (0 pretraining,
+        1 translation)."""
         from recipes.train.optim import optim_flags
 
-        return optim_flags(lr=lr, warmup_updates=warmup)
+        return optim_flags(lr=self.plan.size.lr, warmup_updates=self.plan.size.warmup[stage])
 
     def pretrain(self):
+        cmd, log = self.pretrain_command()
+        progress = Progress(log, self.plan.pretrain_hours, r"^mlm_.+_fullmask_ppl$")
+        self.train(cmd, self.logs / "pretrain.out", progress)
+
+    def pretrain_command(self):
+        """(fairseq-train command for one process, its --log-file)."""
         p = self.plan
         log = self.logs / "pretrain.log"
         start = ["--pretrained-xlm-checkpoint", self.start_lm.path] if self.start_lm else []
@@ -184,15 +201,15 @@ class TrainingRun:
             p.mlm_steps(),
             *p.model_args(),
             "--tokens-per-sample",
-            64,
+            p.batches.stream,
             "--dropout",
-            0,
+            p.size.dropout,
             "--attention-dropout",
-            0,
-            *(["--bf16"] if p.precision == "bf16" else []),
+            p.size.dropout,
+            *p.precision_args(p.precision),
             "--max-tokens",
-            2048,
-            *self.optim(0.001, 1000),
+            p.batches.pretrain_tokens,
+            *self.optim(0),
             "--max-update",
             p.pretrain_updates,
             "--stop-time-hours",
@@ -208,12 +225,19 @@ class TrainingRun:
             "--save-dir",
             self.lm.parent,
         ]
-        progress = Progress(log, p.pretrain_hours, r"^mlm_.+_fullmask_ppl$")
-        self.command(cmd, self.logs / "pretrain.out", progress)
+        return cmd, log
 
     # ---- 3. translation ------------------------------------------------------------------
 
     def translate(self):
+        p = self.plan
+        cmd, log = self.translate_command()
+        self.train(cmd, self.logs / "translate.out", Progress(log, p.translate_hours, SHOWN[p.supervision]))
+        print(f"   {trained_summary(log.read_text(encoding='utf-8', errors='replace'))}", flush=True)
+        self.export()
+
+    def translate_command(self):
+        """(fairseq-train command for one process, its --log-file)."""
         p = self.plan
         log = self.logs / "translate.log"
         cmd = [
@@ -238,12 +262,12 @@ class TrainingRun:
             0.1,
             "--attention-dropout",
             0.1,
-            *(["--bf16"] if p.translate_precision == "bf16" else []),
+            *p.precision_args(p.translate_precision),
             "--max-tokens",
-            2000,
+            p.batches.translate_tokens,
             "--max-sentence-len",
             100,
-            *self.optim(0.001, 500),
+            *self.optim(1),
             "--max-update",
             p.translate_updates,
             "--stop-time-hours",
@@ -255,9 +279,10 @@ class TrainingRun:
             "--save-dir",
             self.ckpt.parent,
         ]
-        self.command(cmd, self.logs / "translate.out", Progress(log, p.translate_hours, SHOWN[p.supervision]))
-        print(f"   {trained_summary(log.read_text(encoding='utf-8', errors='replace'))}", flush=True)
-        directions = ",".join(f"{a}-{b}" for a, b in p.directions)
+        return cmd, log
+
+    def export(self):
+        directions = ",".join(f"{a}-{b}" for a, b in self.plan.directions)
         self.command(
             [
                 self.tool("xlm-fairseq-export"),
@@ -286,7 +311,41 @@ class TrainingRun:
 
     # ---- 4. scoring ------------------------------------------------------------------------
 
+    def follow(self):
+        """Node R > 0 of several, in the work directory node 0 shares: joins each training stage that node 0
+        starts (its processes take ranks R*N to R*N+N-1 of the rendezvous at --master) once node 0 has finished
+        the stage before; node 0 alone preprocesses, writes the stage markers, scores and exports."""
+        rank = self.plan.hardware.node_rank
+        for sid, before, command in (
+            ("pretrain", "preprocess", self.pretrain_command),
+            ("translate", "pretrain", self.translate_command),
+        ):
+            if self.stages.done(sid):
+                self.banner(f"node {rank}: {sid} done before, skipped")
+                continue
+            self.banner(f"node {rank}: waiting for node 0 to finish {before} in {self.work}")
+            self.wait_for(before)
+            cmd, log = command()
+            self.banner(f"node {rank}: joining {sid}; log: {log}")
+            self.train(cmd, self.logs / f"{sid}.out")
+        self.banner(f"node {rank}: done; node 0 scores and exports ({self.work / 'report.md'})")
+
+    def wait_for(self, stage: str, poll_s: float = 2.0):
+        """Until node 0 has finished ``stage`` with this run's options (another key is refused), for as long
+        as the whole budget and half an hour more."""
+        deadline = time.time() + (self.plan.minutes + 30) * 60
+        while not self.stages.done(stage):
+            if time.time() > deadline:
+                stages.fail(
+                    self.name,
+                    f"node 0 has not finished {stage} in {self.work} (no {self.stages.marker(stage)}): is it "
+                    "running, and is --work-dir one directory every node shares?",
+                )
+            time.sleep(poll_s)
+
     def run(self):
+        if self.plan.hardware.node_rank:
+            return self.follow()
         p = self.plan
         pairs = sum(len(x) for x in self.text["train"].values())
         what = (

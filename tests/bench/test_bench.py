@@ -201,3 +201,22 @@ def test_a_result_is_a_record_of_the_docs_tables(tmp_path, monkeypatch):
     (record,) = tables.load_records("results/x.json", tmp_path)
     assert record["command"] == "python bench/serving.py --sizes recipes"
     assert record["commit"] == record["versions"]["commit"] and record["machine"].endswith(" cores")
+
+
+def test_the_gpu_check_passes_shellcheck_and_refuses_without_a_gpu(tmp_path):
+    """bench/gpu_check.sh, run where a GPU is lent: shellcheck-clean; where torch sees no GPU (here, or with
+    CUDA_VISIBLE_DEVICES empty) one error line, exit 2, no record written."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    script = ROOT / "bench" / "gpu_check.sh"
+    shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=os.path.dirname(sys.executable))
+    lint = subprocess.run([shellcheck, "-x", "--severity=style", script], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
+    out = tmp_path / "records"
+    proc = subprocess.run(["bash", script, out], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.splitlines() == ["gpu_check: error: torch sees no GPU here"]
+    assert not out.exists()
