@@ -185,6 +185,8 @@ def main(argv=None) -> int:
             given = f"--hours {args.hours:g}" if args.hours is not None else f"--minutes {args.minutes:g}"
             raise UserError(f"{given}: a positive number of {'hours' if args.hours is not None else 'minutes'}")
         hardware = choose_hardware(args)
+        if args.fresh and hardware.node_rank:
+            raise UserError("--fresh: on node 0 only (the other nodes share its work directory)")
         size = parse_size(args.size) if args.size else None
         if args.vocab_size is not None and args.vocab_size < 100:
             raise UserError(f"--vocab-size {args.vocab_size}: at least 100")

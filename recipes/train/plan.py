@@ -15,7 +15,8 @@ Batches follow the device: 64-token streams of 2,048-token batches on CPUs (the 
 streams of 8,192-token batches per GPU. The vocabulary grows with the square root of the text (4,000 pieces
 on the quickstart's 0.9 M words). The budget is split as the quickstart's half hour was tuned: 22 % pretraining and 64 %
 translation with pairs, 24 % and 68 % without (``recipes/README.md``, "The quickstart's runs"), the rest
-for preprocessing, scoring and export."""
+for preprocessing, scoring and export; a longer budget keeps that half hour's rest (4.2 and 2.4 minutes) and
+gives the training stages all the minutes beyond it, in the same proportion (:func:`split_budget`)."""
 
 import dataclasses
 import math
@@ -62,6 +63,7 @@ PIECES_PER_WORD = 1.4  # subwords per word at the quickstart's vocabulary
 REFERENCE_WORDS, REFERENCE_VOCAB = 900_000, 4000  # the quickstart's text and vocabulary
 VOCAB_RANGE = (1000, 32000)
 SHARES = {"semi": (0.22, 0.64), "unsupervised": (0.24, 0.68)}  # of the budget: pretraining, translation
+SHARES_TUNED_MINUTES = 30  # the budget SHARES were tuned at
 TINY = dict(
     pretrain_hours=0.02,
     translate_hours=0.02,
@@ -111,15 +113,14 @@ def tokens_per_second(size: ModelSize, device: str) -> Tuple[float, bool]:
         ref = SIZES[3]
         stream = BATCHES["cpu"].stream
         return ref.tokens_per_second * flops_per_token(ref, stream) / flops_per_token(size, stream), False
-    step = GPU_STEP_TOKENS_PER_SECOND.get((size.dim, size.layers))
+    measured = GPU_STEP_TOKENS_PER_SECOND
+    step = measured.get((size.dim, size.layers))
     if step is None:
         stream = BATCHES["cuda"].stream
-        (dim, layers), fastest = max(GPU_STEP_TOKENS_PER_SECOND.items())
-        rate = fastest * flops_per_token(ModelSize(dim, layers, 12 * dim * dim * layers, None), stream)
-        smaller = [v for (d, _), v in sorted(GPU_STEP_TOKENS_PER_SECOND.items()) if d <= size.dim]
-        step = min(
-            rate / flops_per_token(size, stream), smaller[-1] if smaller else min(GPU_STEP_TOKENS_PER_SECOND.values())
-        )
+        largest = max(measured)
+        flops_a_second = measured[largest] * flops_per_token(parse_size("x".join(map(str, largest))), stream)
+        smaller = [v for (dim, _), v in sorted(measured.items()) if dim <= size.dim] or [min(measured.values())]
+        step = min(flops_a_second / flops_per_token(size, stream), smaller[-1])
     return step * GPU_FAIRSEQ_TRAIN_SHARE, False
 
 
@@ -147,6 +148,16 @@ class Hardware:
             each = f"{self.processes} process{'es over gloo' if self.processes > 1 else ''}"
         nodes = f" on each of {self.nodes} machines, node 0 at {self.master}" if self.nodes > 1 else ""
         return f"{self.device}, {each}{nodes}"
+
+
+def split_budget(minutes: float, supervision: str) -> Tuple[float, float]:
+    """(pretraining, translation) hours of a budget of ``minutes``: :data:`SHARES` up to the half hour they were
+    tuned at; beyond it the rest for preprocessing, scoring and export stays that half hour's."""
+    pretrain, translate = SHARES[supervision]
+    rest = (1 - pretrain - translate) * min(minutes, SHARES_TUNED_MINUTES)
+    training = minutes - rest
+    share = pretrain / (pretrain + translate)
+    return round(training * share / 60, 4), round(training * (1 - share) / 60, 4)
 
 
 def choose_size(pretrain_minutes: float, train_tokens: float, hardware: Hardware = Hardware()) -> Tuple[ModelSize, str]:
@@ -363,12 +374,11 @@ def make_plan(
     """``lm``: a :class:`recipes.train.lm_start.LMStart` that fixes the size and the vocabulary; ``size``
     (--size) overrides the choice."""
     total = sum(words.values())
-    pretrain_share, translate_share = SHARES[supervision]
     if tiny:
         hours = (TINY["pretrain_hours"], TINY["translate_hours"])
         schedule = TINY
     else:
-        hours = (round(pretrain_share * minutes / 60, 4), round(translate_share * minutes / 60, 4))
+        hours = split_budget(minutes, supervision)
         schedule = FULL
     if size is not None:
         why = "--size"

@@ -299,13 +299,14 @@ def report(run, rows, probes, trained, figure, what, trips=None, examples=(), ag
         supervision=p.supervision,
         langs=p.langs,
         tiny=p.tiny,
-        machine=machine(),
+        machine=machine(p.hardware.device),
         commit=commit(),
         date=time.strftime("%Y-%m-%d %H:%M"),
         # what ran, exactly: quickstart.sh and train.sh end in this engine's command line
         command=shlex.join(["python", "-m", "recipes.train", *sys.argv[1:]]),
         minutes=p.minutes,
         model=dict(dim=p.size.dim, layers=p.size.layers),
+        hardware=dict(device=p.hardware.device, processes=p.hardware.processes, nodes=p.hardware.nodes),
         vocab=p.vocab,
         precision=[p.precision, p.translate_precision],
         trained=trained,
@@ -370,13 +371,18 @@ def last_validation(log: Path, metric: str) -> Dict[str, str]:
     return found
 
 
-def machine() -> str:
-    """The CPU (model name and cores seen), for the figures' record."""
+def machine(device: str = "cpu") -> str:
+    """The CPU (model name and cores seen), and on cuda the GPU before it, for the figures' record."""
     try:
         names = [line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")]
     except OSError:
         names = []
-    return f"{names[0] if names else platform.processor() or '?'} x {os.cpu_count()}"
+    cpu = f"{names[0] if names else platform.processor() or '?'} x {os.cpu_count()}"
+    if device != "cuda":
+        return cpu
+    import torch
+
+    return f"{torch.cuda.get_device_name(0)} x {torch.cuda.device_count()}; {cpu}"
 
 
 def commit() -> str:

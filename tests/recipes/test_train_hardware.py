@@ -15,7 +15,7 @@ import time
 import pytest
 from conftest import ROOT, SAMPLE, SHARED, unbuffered_env
 
-from recipes.train.plan import SIZES, Hardware, make_plan
+from recipes.train.plan import SIZES, Hardware, make_plan, split_budget
 
 ENRO = SAMPLE / "en-ro"
 WORDS = {"en": 450_000, "de": 450_000}  # the quickstart's text
@@ -35,6 +35,18 @@ def test_on_two_cpu_cores_for_half_an_hour_the_plan_is_as_before():
         plan = make_plan(["de", "en"], [("en", "de")], "semi", False, 30, "fp32", WORDS, 200, hardware=hardware)
         assert (plan.size.dim, plan.size.layers, plan.heads, plan.size.dropout) == (128, 3, 4, 0.0)
         assert (plan.batches.stream, plan.batches.pretrain_tokens, plan.translate_precision) == (64, 2048, "fp32")
+
+
+def test_a_longer_budget_goes_to_training():
+    """Past the half hour the shares were tuned at, preprocessing, scoring and export keep its 4.2 minutes
+    (2.4 without pairs) and the training stages get the rest, in the tuned proportion."""
+    for supervision, rest in (("semi", 4.2), ("unsupervised", 2.4)):
+        for minutes in (60, 120, 1440):
+            plan = make_plan(["de", "en"], [("en", "de")], supervision, False, minutes, "fp32", WORDS, 200)
+            pretrain, translate = plan.pretrain_hours * 60, plan.translate_hours * 60
+            assert pretrain + translate == pytest.approx(minutes - rest, abs=0.02)
+            tuned = split_budget(30, supervision)
+            assert pretrain / translate == pytest.approx(tuned[0] / tuned[1], rel=1e-3)
 
 
 def test_eight_gpus_for_a_day_plan_xlm_sizes_with_xlm_batches():
@@ -70,6 +82,27 @@ def test_plan_for_gpus_that_are_not_here(tmp_path):
     assert "budget:      1440 min" in proc.stdout and not work.exists()
 
 
+def test_training_commands_start_through_fairseqs_own_distributed_training():
+    """What launch() makes of one process's fairseq-train command: on GPUs fairseq's own start of a process per
+    GPU (and the tcp:// rendezvous with a first rank per machine), on CPUs the gloo launcher; one process
+    as it is."""
+    from recipes.train.hardware import launch
+
+    cmd = ["fairseq-train", "DATA"]
+    assert launch(cmd, Hardware("cpu"), {}) == (["fairseq-train", "DATA", "--cpu"], {})
+    assert launch(cmd, Hardware("cuda"), {}) == (cmd, {})
+    eight, env = launch(cmd, Hardware("cuda", 8), {})
+    assert eight == [*cmd, "--distributed-world-size", "8"] and env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    node1, env = launch(cmd, Hardware("cuda", 8, 2, 1, "node0:29500"), {"CUDA_VISIBLE_DEVICES": "3,4"})
+    rendezvous = ["--distributed-init-method", "tcp://node0:29500", "--distributed-rank", "8"]
+    assert node1 == [*cmd, "--distributed-world-size", "16", *rendezvous]
+    assert env == {"CUDA_VISIBLE_DEVICES": "3,4"}  # the user's choice of GPUs stays
+    gloo, _ = launch(cmd, Hardware("cpu", 2, 2, 1, "node0:29500"), {})
+    assert gloo[-3:] == ["fairseq-train", "DATA", "--cpu"]
+    nodes = ["--nproc", "2", "--nnodes", "2", "--node-rank", "1", "--master", "node0:29500"]
+    assert gloo[gloo.index("--nproc") :][: len(nodes)] == nodes
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -82,6 +115,10 @@ def test_plan_for_gpus_that_are_not_here(tmp_path):
         ),
         (["--master", "h:1"], "--master and --node-rank go with --nodes N (N > 1)"),
         (["--processes", "0"], "--processes 0: at least 1"),
+        (
+            ["--nodes", "2", "--node-rank", "1", "--master", "h:1", "--fresh"],
+            "--fresh: on node 0 only (the other nodes share its work directory)",
+        ),
         (["--precision", "fp16", "--device", "cpu"], "--precision fp16: GPUs only (on CPUs: bf16 or fp32)"),
         (["--minutes", "30", "--hours", "1"], "--minutes and --hours: give one budget"),
         (["--size", "512"], "--size 512: expected DIMSxLAYERS, for example 512x6"),
