@@ -12,12 +12,38 @@ with ``--update-freq N`` does. With several machines every one runs the same com
 directory that all of them share (a cluster's network filesystem): node 0 runs every stage, the others
 join its training stages (:meth:`recipes.train.training_run.TrainingRun.follow`)."""
 
+import dataclasses
 import sys
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from preprocess.errors import UserError
-from recipes.train.plan import Hardware
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardware:
+    device: str = "cpu"  # cpu | cuda
+    processes: int = 1  # per node
+    nodes: int = 1
+    node_rank: int = 0
+    master: Optional[str] = None  # HOST:PORT of node 0 with several nodes
+
+    @property
+    def world(self) -> int:
+        return self.processes * self.nodes
+
+    @property
+    def speedup(self) -> int:
+        """How many times one process's (GPU) or one machine's (CPU) speed the whole run has."""
+        return self.world if self.device == "cuda" else self.nodes
+
+    def describe(self) -> str:
+        if self.device == "cuda":
+            each = f"{self.processes} GPU{'s' if self.processes > 1 else ''}"
+        else:
+            each = f"{self.processes} process{'es over gloo' if self.processes > 1 else ''}"
+        nodes = f" on each of {self.nodes} machines, node 0 at {self.master}" if self.nodes > 1 else ""
+        return f"{self.device}, {each}{nodes}"
 
 
 def visible_gpus() -> int:
@@ -27,7 +53,7 @@ def visible_gpus() -> int:
 
 
 def choose_hardware(args) -> Hardware:
-    """The options' hardware, checked: ``--device cuda`` needs a GPU here unless only planned (``--plan``)."""
+    """The options' hardware, checked: ``--device cuda`` needs its GPUs here unless only planned (``--plan``)."""
     gpus = visible_gpus() if args.device != "cpu" else 0
     device = ("cuda" if gpus else "cpu") if args.device == "auto" else args.device
     if device == "cuda" and not gpus and not args.plan:
@@ -35,7 +61,7 @@ def choose_hardware(args) -> Hardware:
     processes = args.processes if args.processes is not None else max(gpus, 1) if device == "cuda" else 1
     if processes < 1:
         raise UserError(f"--processes {processes}: at least 1")
-    if device == "cuda" and gpus and processes > gpus:
+    if device == "cuda" and gpus and processes > gpus and not args.plan:
         raise UserError(f"--processes {processes}: torch sees {gpus} GPU(s) here, one a process")
     if args.nodes < 1 or not 0 <= args.node_rank < args.nodes:
         raise UserError(f"--node-rank {args.node_rank}: expected 0 to --nodes - 1 ({args.nodes - 1})")

@@ -24,6 +24,7 @@ import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from preprocess.errors import UserError
+from recipes.train.hardware import Hardware
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,32 +123,6 @@ def tokens_per_second(size: ModelSize, device: str) -> Tuple[float, bool]:
         smaller = [v for (dim, _), v in sorted(measured.items()) if dim <= size.dim] or [min(measured.values())]
         step = min(flops_a_second / flops_per_token(size, stream), smaller[-1])
     return step * GPU_FAIRSEQ_TRAIN_SHARE, False
-
-
-@dataclasses.dataclass(frozen=True)
-class Hardware:
-    device: str = "cpu"  # cpu | cuda
-    processes: int = 1  # per node
-    nodes: int = 1
-    node_rank: int = 0
-    master: Optional[str] = None  # HOST:PORT of node 0 with several nodes
-
-    @property
-    def world(self) -> int:
-        return self.processes * self.nodes
-
-    @property
-    def speedup(self) -> int:
-        """How many times one process's (GPU) or one machine's (CPU) speed the whole run has."""
-        return self.world if self.device == "cuda" else self.nodes
-
-    def describe(self) -> str:
-        if self.device == "cuda":
-            each = f"{self.processes} GPU{'s' if self.processes > 1 else ''}"
-        else:
-            each = f"{self.processes} process{'es over gloo' if self.processes > 1 else ''}"
-        nodes = f" on each of {self.nodes} machines, node 0 at {self.master}" if self.nodes > 1 else ""
-        return f"{self.device}, {each}{nodes}"
 
 
 def split_budget(minutes: float, supervision: str) -> Tuple[float, float]:

@@ -15,7 +15,8 @@ import time
 import pytest
 from conftest import ROOT, SAMPLE, SHARED, unbuffered_env
 
-from recipes.train.plan import SIZES, Hardware, make_plan, split_budget
+from recipes.train.hardware import Hardware
+from recipes.train.plan import SIZES, make_plan, split_budget
 
 ENRO = SAMPLE / "en-ro"
 WORDS = {"en": 450_000, "de": 450_000}  # the quickstart's text
@@ -205,7 +206,7 @@ def test_two_processes_train_survive_kill_9_of_a_rank_and_resume(tmp_path):
     """--processes 2 on CPU (gloo): rank 1 killed once pretraining saved a checkpoint stops the run with one
     error line; the same command again resumes from that checkpoint, finishes, scores and exports."""
     work = tmp_path / "work"
-    args = ["--pairs", f"en-ro={ENRO}/train.en-ro", "--tiny", "--processes", "2", "--work-dir", work]
+    args = ["--pairs", f"en-ro={ENRO}/train.en-ro", "--tiny", "--device", "cpu", "--processes", "2", "--work-dir", work]
     run = _Run(*args)
     _kill_rank_after_first_checkpoint(work, 1, [run])
     proc = _train(*args)
@@ -226,7 +227,7 @@ def test_two_machines_on_the_loopback_address_train_survive_kill_9_and_resume(tm
     node 0's preprocessing, joins pretraining and translation, and leaves scoring and export to node 0.
     kill -9 of node 1's process stops both; both commands again resume and finish."""
     work = tmp_path / "work"
-    args = ["--pairs", f"en-ro={ENRO}/train.en-ro", "--tiny", "--nodes", "2", "--work-dir", work]
+    args = ["--pairs", f"en-ro={ENRO}/train.en-ro", "--tiny", "--device", "cpu", "--nodes", "2", "--work-dir", work]
     args += ["--master", f"127.0.0.1:{_free_port()}"]
     nodes = [_Run(*args, "--node-rank", str(rank)) for rank in (1, 0)]
     _kill_rank_after_first_checkpoint(work, 1, nodes)

@@ -308,7 +308,7 @@ def test_plan_only_writes_nothing_and_says_what_would_train(tmp_path):
     assert "languages:   en,ro; pairs: en-ro; semi-supervised" in out
     assert re.search(r"vocabulary:  [0-9,]+ pieces", out)
     assert "64 dims x 2 layers" in out and "0.10 M parameters for 0.15 M tokens" in out  # little text: the small model
-    assert "budget:      45 min = 9.9 pretraining + 28.8 translation" in out
+    assert "budget:      45 min = 10.4 pretraining + 30.4 translation" in out  # the rest: the half hour's 4.2
     assert "test en-ro: 100 pairs split off as blocks of 50 lines" in out  # 5 % of 2,000
     assert not (tmp_path / "w").exists()
 
