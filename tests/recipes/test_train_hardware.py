@@ -9,8 +9,10 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from conftest import ROOT, SAMPLE, SHARED, unbuffered_env
@@ -22,11 +24,15 @@ ENRO = SAMPLE / "en-ro"
 WORDS = {"en": 450_000, "de": 450_000}  # the quickstart's text
 
 
+def _env():
+    """The environment of a train.sh run: this interpreter's tools first on PATH, as the README installs them."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    return dict(unbuffered_env(), PATH=path, PYTHON=sys.executable)
+
+
 def _train(*args, timeout=900):
     cmd = ["bash", ROOT / "recipes" / "train.sh", *args]
-    return subprocess.run(
-        [str(c) for c in cmd], capture_output=True, text=True, cwd=ROOT, env=unbuffered_env(), timeout=timeout
-    )
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=ROOT, env=_env(), timeout=timeout)
 
 
 def test_on_two_cpu_cores_for_half_an_hour_the_plan_is_as_before():
@@ -190,7 +196,7 @@ class _Run:
     def __init__(self, *args):
         self.out, self.err = (tempfile.TemporaryFile("w+") for _ in range(2))
         cmd = [str(c) for c in ["bash", ROOT / "recipes" / "train.sh", *args]]
-        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=self.err, text=True, cwd=ROOT, env=unbuffered_env())
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=self.err, text=True, cwd=ROOT, env=_env())
 
     def poll(self):
         return self.proc.poll()
