@@ -309,7 +309,7 @@ class TrainingRun:
             args += ["--validate-interval", 10**6, "--save-interval", 10**6]
         return args
 
-    # ---- 4. scoring ------------------------------------------------------------------------
+    # ---- several machines: nodes > 0 --------------------------------------------------------
 
     def follow(self):
         """Node R > 0 of several, in the work directory node 0 shares: joins each training stage that node 0
@@ -342,6 +342,8 @@ class TrainingRun:
                     "running, and is --work-dir one directory every node shares?",
                 )
             time.sleep(poll_s)
+
+    # ---- 4. scoring ------------------------------------------------------------------------
 
     def run(self):
         if self.plan.hardware.node_rank:
