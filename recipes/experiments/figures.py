@@ -8,6 +8,8 @@
 * criterion: test BLEU of every checkpoint of unsupervised runs against the round trips that choose
   among them, and against parallel validation (``recipes/results/criterion-*.json``);
 * levers: the lexicon's uses per pair, BLEU over copying (``recipes/results/train-*.json``);
+* budget: test BLEU per direction against ``train.sh --minutes``, beside copying
+  (``recipes/results/train-*-budget-*.json``);
 * xcls: German zero-shot accuracy, the lexicon probe (frequent words) and the LM's sentence
   retrieval against the LM budget, one line per pretraining, beside random init and TF-IDF
   (``results.json``)."""
@@ -140,6 +142,33 @@ def levers(runs: List[dict], path: Path) -> Optional[Path]:
     for axis in list(axes.flat)[len(directions) :]:
         axis.axis("off")
     legends(axes.flat[0])
+    return save(fig, path)
+
+
+def budget(runs: List[dict], medians: Dict[str, list], path: Path) -> Optional[Path]:
+    """Test BLEU of each run (a dot) and the median of each budget (a line), one colour per direction, against
+    the budget in minutes; copying the source beside them (``python -m recipes.experiments.budget``)."""
+    plt = pyplot()
+    if plt is None:
+        return None
+    fig, axis = plt.subplots(figsize=(6, 4))
+    for n, (direction, points) in enumerate(sorted(medians.items())):
+        color = f"C{n}"
+        axis.plot(*zip(*points), color=color, label=f"{direction}, median")
+        dots = [(r["budget"], r["bleu"][direction]) for r in runs if direction in r["bleu"]]
+        axis.plot(*zip(*dots), "o", color=color)
+    copy_baselines(axis, {d: b for r in runs for d, b in r["copy"].items()})
+    machines = sorted({r["machine"] for r in runs})
+    models = sorted({r["model"] for r in runs})
+    axis.set(
+        title=f"train.sh --minutes M: {', '.join(models)} on {', '.join(machines)}",
+        xlabel="--minutes",
+        ylabel="test BLEU",
+        xticks=sorted({r["budget"] for r in runs}),
+    )
+    axis.set_ylim(bottom=0)
+    axis.title.set_fontsize(9)
+    legends(axis)
     return save(fig, path)
 
 

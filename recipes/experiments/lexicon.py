@@ -298,8 +298,8 @@ def lever_runs(path: Path) -> list:
 
 
 def lever_run(report: dict, name: str) -> dict:
-    """One run's report as a row: its pair, what --lexicon fed, precision, updates, BLEU and copying per
-    direction."""
+    """One run's report as a row: its pair, what --lexicon fed, precision, budget, model, updates, BLEU and
+    copying per direction."""
     uses = report.get("lexicon_uses")
     if uses is None:  # reports written before they named their uses: TLM was the only one
         uses = ["tlm"] if any("word-by-word pairs for TLM" in note for note in report["notes"]) else []
@@ -319,6 +319,9 @@ def lever_run(report: dict, name: str) -> dict:
         "precision": "/".join(report["precision"]),
         "date": report["date"],
         "minutes": report["seconds"] / 60,
+        "budget": report.get("minutes"),
+        "model": "{dim} x {layers}".format(**report["model"]) if report.get("model") else "?",
+        "command": report["command"],
         "updates": updates,
         "bleu": {d: r["bleu"] for d, r in test.items()},
         "copy": {d: r["copy"] for d, r in test.items()},
