@@ -135,7 +135,7 @@ def _lm_loop(keys_sizes, alpha, step_per_objective=False):
     objectives = []
     for key, sentences in keys_sizes.items():
         name = ObjectiveKey.parse(key)
-        objective = OBJECTIVES[name.family](name.langs, task=None)
+        objective = OBJECTIVES[name.family](name.langs)  # no data: no context needed
         objective.sentences = sentences
         objectives.append(objective)
     return XLMLoop(objectives, loop_families(), seed=1, step_per_objective=step_per_objective, sampling_alpha=alpha)

@@ -212,24 +212,26 @@ import xlm_fairseq  # noqa: F401
 from xlm_fairseq.objectives.translation import BackTranslation
 from xlm_fairseq.tasks.translation_lm import TranslationLMConfig, TranslationLMTask
 
+UPDATE = {"num": 0}
+
 
 class FailingBackTranslation(BackTranslation):
     def prepare(self, model, batch):
-        if dist.get_rank() == 1 and self.task.update_num >= 3:
+        if dist.get_rank() == 1 and UPDATE["num"] >= 3:
             raise RuntimeError("injected failure")
         return super().prepare(model, batch)
 
 
 @register_task("translation_lm_failing_rank", dataclass=TranslationLMConfig)
 class FailingRank(TranslationLMTask):
-    def set_langs(self, langs):
-        super().set_langs(langs)
+    def langs_known(self):
+        super().langs_known()
         for objective in self.objectives:
             if isinstance(objective, BackTranslation):
                 objective.__class__ = FailingBackTranslation
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
-        self.update_num = update_num
+        UPDATE["num"] = update_num
         return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
 '''
 

@@ -228,6 +228,7 @@ def test_the_loop_order_is_each_objectives_own_not_the_import_order(monkeypatch)
     AE, MT, BT) whatever order the classes were registered in; a new family takes the place its number says,
     and two families cannot share one."""
     from xlm_fairseq.objectives import base
+    from xlm_fairseq.objectives.lm import MLMOptions
 
     xlm = ["clm", "mlm", "tlm", "span", "ae", "mt", "bt"]
     assert base.loop_families() == xlm
@@ -236,11 +237,11 @@ def test_the_loop_order_is_each_objectives_own_not_the_import_order(monkeypatch)
 
     @base.register_objective
     class Between(base.Objective):
-        family, option, loop_order = "between", "mlm_steps", 25
+        family, option, Options, loop_order = "between", "mlm_steps", MLMOptions, 25
 
     assert base.loop_families() == ["clm", "mlm", "between", *xlm[2:]]
     with pytest.raises(AssertionError, match="loop_order 25"):
 
         @base.register_objective
         class Clash(base.Objective):
-            family, option, loop_order = "clash", "mlm_steps", 25
+            family, option, Options, loop_order = "clash", "mlm_steps", MLMOptions, 25

@@ -347,7 +347,7 @@ def test_back_translation_is_greedy_generation_in_the_other_language(unmt, data_
     handle = model.encoder.transformer.register_forward_pre_hook(
         lambda m, a: modes.append((m.training, torch.is_grad_enabled()))
     )
-    back_translation = BackTranslation(("en", "de", "en"), task)
+    back_translation = task.make_objective(BackTranslation, ("en", "de", "en"))
     out = back_translation.prepare(model, batch)
     handle.remove()
     assert modes and all(mode == (False, False) for mode in modes), "generation runs in eval mode without gradient"
@@ -468,3 +468,22 @@ def test_interactive_translates_raw_text(unmt, data_bin):
     assert sources[0].startswith("\u2581Le") and "\u2581Sie" in sources[0]
     assert not any("<unk>" in s for s in sources), sources
     assert all("\u2581" not in d for d in detok)
+
+
+def test_the_language_list_is_one_store_that_a_checkpoint_fills(data_bin):
+    """Without --langs (fairseq-generate's set-up) the task knows no language until a checkpoint's
+    task_state brings its list; its ids, objectives and validated directions then follow that list,
+    which is what checkpoints carry. --langs in another order is refused."""
+    from xlm_fairseq.errors import XLMUserError
+
+    task, _ = setup_task(data_bin, "translation_lm", "--ae-steps", "en", "--bt-steps", "en-de-en")
+    assert task.langs == [] and task.objectives == []
+    task.load_state_dict({"langs": ["en", "de", "ro"]})
+    assert task.lang2id == {"en": 0, "de": 1, "ro": 2}
+    assert [o.key for o in task.objectives] == ["ae_en", "bt_en-de-en"]
+    assert [o.key for o in task.valid_objectives] == ["mt_en-de"]
+    assert task.state.langs == ["en", "de", "ro"]
+    other, _ = setup_task(data_bin, "translation_lm", "--langs", "de,en,ro", "--ae-steps", "en")
+    with pytest.raises(XLMUserError, match="not the model's language list en,de,ro"):
+        other.load_state_dict({"langs": ["en", "de", "ro"]})
+    assert other.langs == ["de", "en", "ro"]

@@ -4,12 +4,21 @@ from typing import Dict, List
 
 import torch
 import torch.nn as nn
+from fairseq.models import BaseFairseqModel
 from torch import Tensor
 
 from xlm_fairseq.errors import XLMUserError
 
 LM_PREFIX = "encoder.transformer."  # where the pretrained LM's parameters sit in a checkpoint's state dict
 DECODER_PREFIX = "decoder.transformer."  # where a translation model's decoder sits
+
+
+def bare_model(model):
+    """The model inside fairseq's distributed wrappers (a ModuleProxyWrapper around a DDP module):
+    ``model.module`` alone is still a wrapper under --ddp-backend legacy_ddp."""
+    while not isinstance(model, BaseFairseqModel) and hasattr(model, "module"):
+        model = model.module
+    return model
 
 
 class XLMModelBase:

@@ -1,16 +1,17 @@
 """What an objective is, and the registry that turns a task's options into its objectives.
 
 An :class:`Objective` is one training signal over some languages (MLM on en, TLM on en-de, BT
-en -> de -> en): the option that lists it, how its datasets are built from the data-bin
-(:meth:`Objective.build`), what is done to a batch before the loss (:meth:`Objective.prepare`: nothing,
-or back-translation), its weight schedule and its draw rule in XLM's loop (:mod:`.schedule`). A
-task holds a list of them; adding one is a class registered with :func:`register_objective` (and the
-option on its task's config).
+en -> de -> en): the option that lists it, its own options (a dataclass, ``Options``), how its datasets
+are built from the data-bin (:meth:`Objective.build`, through the narrow view of its task that
+``context.py`` gives), what is done to a batch before the loss (:meth:`Objective.prepare`: nothing, or
+back-translation), its weight schedule and its draw rule in XLM's loop (:mod:`.schedule`). Adding one
+is a class registered with :func:`register_objective` in a module of this package: its task's config
+gains its options (:func:`with_objective_options`), and the task and the loop pick it up.
 """
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import ClassVar, Dict, List, Optional, Sequence, Tuple, Type
+from typing import Callable, ClassVar, Dict, List, Optional, Sequence, Tuple, Type
 
 from fairseq.tasks.online_backtranslation import PiecewiseLinearFn
 
@@ -18,11 +19,16 @@ from preprocess.langs import parse_steps
 from xlm_fairseq.objectives.keys import ObjectiveKey
 from xlm_fairseq.objectives.schedule import lambda_schedule
 
-OBJECTIVES: Dict[str, Type["Objective"]] = {}  # family -> class
+# family -> class, in the order of registration: the order of their options in a task's config, and
+# so of a task's objectives and data (the modules are imported in name order, the classes in file order)
+OBJECTIVES: Dict[str, Type["Objective"]] = {}
 
 
 def register_objective(cls):
     """Register an objective class under its ``family``, with its own place in XLM's loop (``loop_order``)."""
+    assert cls.option in {f.name for f in dataclasses.fields(cls.Options)}, (
+        f"{cls.family!r}: {cls.option} not in its Options"
+    )
     assert cls.family not in OBJECTIVES, f"objective family {cls.family!r} registered twice"
     taken = {c.loop_order: c.family for c in OBJECTIVES.values()}
     assert cls.loop_order not in taken, (
@@ -60,19 +66,28 @@ class Built:
     max_size: Optional[Tuple[int, ...]] = None
 
 
-class Objective:
-    """One objective over ``langs``, built by ``task`` (whose ``dictionary``, ``lang2id``, ``cfg`` and
-    data-bin readers it uses) with ``weight``, a schedule over XLM iterations.
+@dataclass
+class NoOptions:
+    pass
 
-    Class attributes say what it is: ``family`` (its key's prefix), ``loop_order`` (its family's place in
-    an iteration of XLM's loop, lowest first), ``n_langs``, ``option`` (the
-    task option listing its steps; two families may share one, told apart by ``n_langs``:
-    ``--mlm-steps en,en-de``), ``weight_option`` (the option of its schedule, or None: weight 1) and
+
+class Objective:
+    """One objective over ``langs``, with what it may use of its task (``context``, an
+    :class:`~xlm_fairseq.objectives.context.ObjectiveContext`), its ``options`` (an instance of its
+    ``Options``) and ``weight``, a schedule over XLM iterations.
+
+    Class attributes say what it is: ``family`` (its key's prefix), ``task_name`` (the task whose config
+    gains its ``Options``' fields as options), ``loop_order`` (its family's place in an iteration of XLM's
+    loop, lowest first), ``n_langs``, ``option`` (the field of ``Options`` listing its steps; two families
+    may share one, told apart by ``n_langs``: ``--mlm-steps en,en-de``), ``weight_option`` (the field of
+    its schedule, or None: weight 1) and
     ``draw``: ``"sample"`` (XLM's ``shuf_order``: min(5, n) draws with replacement per iteration) or
     ``"each"`` (every objective of the family once per iteration, in random order); ``full_mask_validation``:
     validated a second time with every predicted position shown as the mask (XLM's perplexity)."""
 
     family: ClassVar[str]
+    task_name: ClassVar[str]
+    Options: ClassVar[type] = NoOptions
     loop_order: ClassVar[int]
     n_langs: ClassVar[int] = 1
     option: ClassVar[str]
@@ -80,14 +95,25 @@ class Objective:
     draw: ClassVar[str] = "sample"
     full_mask_validation: ClassVar[bool] = False
 
-    def __init__(self, langs: Sequence[str], task, weight: Optional[PiecewiseLinearFn] = None):
+    def __init__(self, langs: Sequence[str], context=None, options=None, weight: Optional[PiecewiseLinearFn] = None):
         self.langs = tuple(langs)
         self.name = ObjectiveKey(self.family, self.langs)
         self.key = str(self.name)
-        self.task = task
+        self.context = context
+        self.options = options if options is not None else self.Options()
         self.weight = weight if weight is not None else lambda_schedule("1")
         self.sentences: Optional[int] = None  # training sentences, once the training data is built
         self.check()
+
+    @classmethod
+    def options_from(cls, cfg):
+        """Its ``Options`` read from a task's config (a field the config lacks or leaves None: the default)."""
+        values = {}
+        for f in dataclasses.fields(cls.Options):
+            value = getattr(cfg, f.name, None)
+            if value is not None:
+                values[f.name] = value
+        return cls.Options(**values)
 
     @property
     def source(self) -> str:
@@ -110,15 +136,28 @@ class Objective:
     def monolingual(self, split: str, epoch: int = 1):
         """(the sentences of its first language on ``split``, their data-bin path); MissingData when
         there are none."""
-        path = self.task.data_path(split, self.source, epoch)
-        sentences = self.task.load_indexed(path)
-        if sentences is None:
-            raise MissingData(path, f"missing monolingual data {path}.bin")
-        return sentences, path
+        return self.context.monolingual(split, self.source, epoch)
 
     def prepare(self, model, batch):
         """The batch the loss is computed on (back-translation builds a new one)."""
         return batch
+
+
+def with_objective_options(base, task_name: str, name: str):
+    """The config class ``name`` of task ``task_name``: ``base``'s fields (and docstring), then those of
+    the ``Options`` of every objective registered for the task, in registration order (a field two
+    objectives share, like MLM's and TLM's ``mlm_steps``, once)."""
+    fields, seen = [], set(f.name for f in dataclasses.fields(base))
+    for cls in OBJECTIVES.values():
+        if cls.task_name != task_name:
+            continue
+        for f in dataclasses.fields(cls.Options):
+            if f.name not in seen:
+                seen.add(f.name)
+                fields.append((f.name, f.type, field(default=f.default, metadata=dict(f.metadata))))
+    return dataclasses.make_dataclass(
+        name, fields, bases=(base,), namespace={"__doc__": base.__doc__, "__module__": base.__module__}
+    )
 
 
 def objective_options(config_class) -> List[str]:
@@ -128,9 +167,12 @@ def objective_options(config_class) -> List[str]:
     return [f.name for f in dataclasses.fields(config_class) if f.name in options]
 
 
-def objectives_from_options(task, cfg, options: Sequence[str]) -> List[Objective]:
+def objectives_from_options(
+    make: Callable[..., Objective], cfg, options: Sequence[str], langs: Sequence[str]
+) -> List[Objective]:
     """The objectives ``cfg``'s ``options`` list (``--mlm-steps en,de,en-de``: MLM en, MLM de, TLM
-    en-de), each with its family's weight schedule, languages checked against the task's."""
+    en-de), each made by ``make(cls, langs, weight)`` with its family's weight schedule, languages
+    checked against ``langs``."""
     objectives = []
     for option in options:
         classes = {cls.n_langs: cls for cls in OBJECTIVES.values() if cls.option == option}
@@ -141,6 +183,6 @@ def objectives_from_options(task, cfg, options: Sequence[str]) -> List[Objective
             for n, cls in classes.items()
             if cls.weight_option
         }
-        for langs in parse_steps(getattr(cfg, option, ""), flag, tuple(sorted(classes)), task.langs):
-            objectives.append(classes[len(langs)](langs, task, schedules.get(len(langs))))
+        for step in parse_steps(getattr(cfg, option, ""), flag, tuple(sorted(classes)), langs):
+            objectives.append(make(classes[len(step)], step, schedules.get(len(step))))
     return objectives

@@ -5,7 +5,6 @@ numbers it is built from (weight schedules, language sampling). The step that ru
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
-from fairseq.models import BaseFairseqModel
 from fairseq.tasks.online_backtranslation import PiecewiseLinearFn
 
 from xlm_fairseq.errors import XLMUserError
@@ -29,14 +28,6 @@ def lambda_schedule(value: str, option: str = "lambda") -> PiecewiseLinearFn:
     if min(y for _, y in schedule.pieces) < 0:
         raise XLMUserError(f"--{option}: schedule '{value}' has a negative weight")
     return schedule
-
-
-def bare_model(model):
-    """The model inside fairseq's distributed wrappers (a ModuleProxyWrapper around a DDP module):
-    ``model.module`` alone is still a wrapper under --ddp-backend legacy_ddp."""
-    while not isinstance(model, BaseFairseqModel) and hasattr(model, "module"):
-        model = model.module
-    return model
 
 
 def sampling_probs(sizes: Dict[str, float], alpha: float) -> Dict[str, float]:

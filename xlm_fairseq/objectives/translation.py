@@ -1,8 +1,9 @@
 """The objectives of ``--task translation_lm`` (XLM's names): denoising auto-encoding (``--ae-steps en``),
-supervised translation (``--mt-steps en-de``) and online back-translation (``--bt-steps en-de-en``), each
-family weighed by its ``--lambda-ae/-mt/-bt`` schedule. Training pairs with a side over
-``--max-sentence-len`` subwords are dropped (XLM's --max_len)."""
+online back-translation (``--bt-steps en-de-en``) and supervised translation (``--mt-steps en-de``), each
+family weighed by its ``--lambda-ae/-bt/-mt`` schedule and registered in that order (the order of the
+task's data). Training pairs with a side over ``--max-sentence-len`` subwords are dropped (XLM's --max_len)."""
 
+from dataclasses import dataclass, field
 from typing import Dict
 
 import torch
@@ -10,13 +11,43 @@ import torch
 from xlm_fairseq.data.translation import NoisyDataset, add_langs, pair_dataset
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.generation import generate_greedy
+from xlm_fairseq.models.base import bare_model
 from xlm_fairseq.objectives.base import Built, MissingData, Objective, register_objective
-from xlm_fairseq.objectives.schedule import bare_model
+
+SCHEDULE_HELP = "a number or a schedule like 0:1,100000:0.1,300000:0"
+
+
+@dataclass
+class AEOptions:
+    ae_steps: str = field(default="", metadata={"help": "denoising auto-encoding on these languages, e.g. en,de"})
+    lambda_ae: str = field(default="1", metadata={"help": f"AE weight: {SCHEDULE_HELP}"})
+    word_shuffle: float = field(default=3.0, metadata={"help": "AE noise: local shuffle distance k (0: off)"})
+    word_dropout: float = field(default=0.1, metadata={"help": "AE noise: token dropout probability"})
+    word_blank: float = field(default=0.1, metadata={"help": "AE noise: token blanking probability"})
+
+
+@dataclass
+class BTOptions:
+    bt_steps: str = field(default="", metadata={"help": "online back-translation, e.g. en-de-en,de-en-de"})
+    lambda_bt: str = field(default="1", metadata={"help": f"BT weight: {SCHEDULE_HELP}"})
+    bt_max_len_a: float = field(
+        default=1.3,
+        metadata={"help": "back-translation length limit int(a * L + b), L and the limit counting both </s> (XLM's)"},
+    )
+    bt_max_len_b: int = field(default=5, metadata={"help": "back-translation length limit: see --bt-max-len-a"})
+
+
+@dataclass
+class MTOptions:
+    mt_steps: str = field(default="", metadata={"help": "supervised translation on parallel data, e.g. en-ro,ro-en"})
+    lambda_mt: str = field(default="1", metadata={"help": f"MT weight: {SCHEDULE_HELP}"})
 
 
 class TranslationObjective(Objective):
+    task_name = "translation_lm"
+
     def built(self, split, dataset, path, drawing=()) -> Built:
-        n = self.task.cfg.max_sentence_len  # sizes count the </s> (and the source's leading </s>)
+        n = self.context.max_sentence_len  # sizes count the </s> (and the source's leading </s>)
         return Built(dataset, path, len(dataset), list(drawing), (n + 2, n + 1) if split == "train" else None)
 
 
@@ -24,33 +55,23 @@ class TranslationObjective(Objective):
 class DenoisingAutoEncoding(TranslationObjective):
     """XLM's AE: a sentence with noise in (shuffle within k, drop, blank), the sentence out."""
 
-    family, option, weight_option, draw, loop_order = "ae", "ae_steps", "lambda_ae", "each", 50
+    family, option, Options, weight_option, draw, loop_order = "ae", "ae_steps", AEOptions, "lambda_ae", "each", 50
 
     def build(self, split, epoch=1):
-        task, cfg = self.task, self.task.cfg
+        context, options = self.context, self.options
         mono, path = self.monolingual(split, epoch)
         # its draws depend on the zip's round
         noisy = NoisyDataset(
-            mono, task.dictionary.eos(), task.mask_idx, cfg.word_shuffle, cfg.word_dropout, cfg.word_blank, cfg.seed
+            mono,
+            context.dictionary.eos(),
+            context.mask_idx,
+            options.word_shuffle,
+            options.word_dropout,
+            options.word_blank,
+            context.seed,
         )
-        lang_id = task.lang2id[self.source]
-        return self.built(split, pair_dataset(task.dictionary, noisy, mono, lang_id, lang_id), path, [noisy])
-
-
-@register_objective
-class MachineTranslation(TranslationObjective):
-    family, option, weight_option, n_langs, loop_order = "mt", "mt_steps", "lambda_mt", 2, 60
-
-    def check(self):
-        if self.source == self.target:
-            raise XLMUserError(f"--mt-steps: '{'-'.join(self.langs)}' translates a language into itself")
-
-    def build(self, split, epoch=1):
-        task, (a, b) = self.task, self.langs
-        source, target, path = task.pair_datasets(split, a, b, epoch)
-        if source is None:
-            raise MissingData(path, f"no parallel {split} data for {a}-{b} (looked for {path}.bin)")
-        return self.built(split, pair_dataset(task.dictionary, source, target, task.lang2id[a], task.lang2id[b]), path)
+        lang_id = context.lang2id[self.source]
+        return self.built(split, pair_dataset(context.dictionary, noisy, mono, lang_id, lang_id), path, [noisy])
 
 
 @register_objective
@@ -58,7 +79,8 @@ class BackTranslation(TranslationObjective):
     """Online back-translation ``a-b-a``: the data are sentences of a; :meth:`prepare` translates them
     into b with the model being trained and gives the batch b -> a to train on."""
 
-    family, option, weight_option, n_langs, draw, loop_order = "bt", "bt_steps", "lambda_bt", 3, "each", 70
+    family, option, Options, weight_option, n_langs, draw = "bt", "bt_steps", BTOptions, "lambda_bt", 3, "each"
+    loop_order = 70
 
     def check(self):
         a, b, c = self.langs
@@ -66,22 +88,40 @@ class BackTranslation(TranslationObjective):
             raise XLMUserError(f"--bt-steps: '{a}-{b}-{c}' must go out and back (like en-de-en)")
 
     def build(self, split, epoch=1):
-        task, (a, b, _) = self.task, self.langs
+        context, (a, b, _) = self.context, self.langs
         mono, path = self.monolingual(split, epoch)  # the batch to translate a -> b; the one trained on comes later
-        return self.built(split, pair_dataset(task.dictionary, mono, mono, task.lang2id[a], task.lang2id[b]), path)
+        pairs = pair_dataset(context.dictionary, mono, mono, context.lang2id[a], context.lang2id[b])
+        return self.built(split, pairs, path)
 
     def prepare(self, model, batch):
         a, b, _ = self.langs
-        task = self.task
+        context, options = self.context, self.options
         return back_translate(
             model,
             batch,
-            task.lang2id[a],
-            task.lang2id[b],
-            task.dictionary.eos(),
-            task.cfg.bt_max_len_a,
-            task.cfg.bt_max_len_b,
+            context.lang2id[a],
+            context.lang2id[b],
+            context.dictionary.eos(),
+            options.bt_max_len_a,
+            options.bt_max_len_b,
         )
+
+
+@register_objective
+class MachineTranslation(TranslationObjective):
+    family, option, Options, weight_option, n_langs, loop_order = "mt", "mt_steps", MTOptions, "lambda_mt", 2, 60
+
+    def check(self):
+        if self.source == self.target:
+            raise XLMUserError(f"--mt-steps: '{'-'.join(self.langs)}' translates a language into itself")
+
+    def build(self, split, epoch=1):
+        context, (a, b) = self.context, self.langs
+        source, target, path = context.pair_datasets(split, a, b, epoch)
+        if source is None:
+            raise MissingData(path, f"no parallel {split} data for {a}-{b} (looked for {path}.bin)")
+        pairs = pair_dataset(context.dictionary, source, target, context.lang2id[a], context.lang2id[b])
+        return self.built(split, pairs, path)
 
 
 def back_translate(

@@ -11,7 +11,6 @@ from xlm_fairseq.patches import (
     log_file_once,
     precision,
     prefetch_at_exit,
-    resume_langs,
     safe_load,
     task_help,
     user_errors,
@@ -19,8 +18,9 @@ from xlm_fairseq.patches import (
 
 PATCHES = (
     safe_load,  # torch >= 2.6 loads weights-only: fairseq's and XLM's checkpoints allowlisted by class
-    checkpoint_reader,  # an unreadable checkpoint is one line naming it (and how to resume otherwise)
-    resume_langs,  # fairseq-train's resume checks --langs against the checkpoint's language list
+    # an unreadable checkpoint is one line naming it (and how to resume otherwise); fairseq-train's
+    # resume checks --langs against the checkpoint's language list
+    checkpoint_reader,
     user_errors,  # a user error raised inside fairseq's commands is one `error:` line
     task_help,  # `fairseq-train --task cross_lingual_lm --help` lists the task's options
     checkpoint_copy,  # checkpoint_last.pt / _best.pt replaced atomically, never half-copied

@@ -1,8 +1,15 @@
-"""fairseq's checkpoint reader, with one line for a file it cannot read.
+"""fairseq's checkpoint reader, with one line for a file it cannot read, and the language list handed
+to the model.
 
 fairseq 0.12's ``checkpoint_utils.load_checkpoint_to_cpu`` (fairseq-train's resume, fairseq-generate,
 fairseq-interactive, ``hub_utils``) lets torch's exception through: a truncated or corrupt file, or
 a pickle the allowlist refuses, was a traceback. It is now one ``error:`` line naming the file.
+
+fairseq 0.12's ``Trainer.load_checkpoint`` loads the model's state dict and never calls the task's
+``load_state_dict`` with the checkpoint's ``task_state``, where the language list is kept; language ids
+are positions in it, so resuming with ``--langs`` in another order would train every language with
+another's embedding. Every checkpoint read here hands the list to the model with its weights
+(:func:`xlm_fairseq.checkpoints.hand_langs_to_model`), and the model checks it.
 fairseq-train's resume (``checkpoint_utils.load_checkpoint``, which only fairseq-train calls) adds
 how to resume from another checkpoint when ``checkpoint_last.pt`` is the unreadable one.
 """
@@ -11,7 +18,7 @@ import os
 
 from fairseq import checkpoint_utils
 
-from xlm_fairseq.checkpoints import unreadable
+from xlm_fairseq.checkpoints import hand_langs_to_model, unreadable
 from xlm_fairseq.errors import XLMUserError
 
 _original_read = checkpoint_utils.load_checkpoint_to_cpu
@@ -26,12 +33,13 @@ class UnreadableCheckpoint(XLMUserError):
 
 def load_checkpoint_to_cpu(path, *args, **kwargs):
     try:
-        return _original_read(path, *args, **kwargs)
+        state = _original_read(path, *args, **kwargs)
     except Exception as e:
         error = unreadable(path, e)
         if error is None:
             raise
         raise UnreadableCheckpoint(path, str(error)) from None
+    return hand_langs_to_model(state, str(path))
 
 
 def load_checkpoint(cfg, trainer, **kwargs):

@@ -5,7 +5,7 @@ their objectives (``objective_task.py``)."""
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import torch
 from fairseq.data import Dictionary, data_utils, indexed_dataset
@@ -76,7 +76,10 @@ class XLMDataTask(FairseqTask):
     def __init__(self, cfg, dictionary: Optional[Dictionary]):
         super().__init__(cfg)
         self._dictionary = dictionary
-        self.set_langs(cfg.langs)
+        # the language list, in one store: what checkpoints carry (fairseq's task_state), so that
+        # fairseq-generate / -interactive (which set up the task from the command line) know the
+        # language ids of a model; --langs until a loaded checkpoint gives its own
+        self.state.add_factory("langs", self.find_langs)
         # the data-bin's text pipeline, saved in every checkpoint (fairseq's task_state) and put
         # back by fairseq when a checkpoint is loaded, so that a model keeps its own pipeline
         self.state.add_factory("text_pipeline", self._data_pipeline_settings)
@@ -87,11 +90,9 @@ class XLMDataTask(FairseqTask):
         # whole model: fairseq-interactive, the hub and --pretrained-xlm-checkpoint need no data-bin
         self.state.add_factory("dictionary", lambda: dictionary_to_state(self.dictionary))
         self.state.add_factory("subword_model", self._subword_model_state)
-        # the language list, so that fairseq-generate / -interactive (which set up the task from the
-        # command line) know the language ids of a model
-        self.state.add_factory("langs", lambda: list(self.langs))
         self._pipeline_cache = None
         self._cpu_threads: Union[IdleCoreThreads, bool, None] = None  # False: threads left alone
+        self.langs_known()
 
     @property
     def dictionary(self) -> Dictionary:
@@ -182,23 +183,38 @@ class XLMDataTask(FairseqTask):
         pipeline = self.text_pipeline()
         return None if pipeline is None else XLMSubwords.for_pipeline(pipeline)
 
-    def set_langs(self, langs: str):
-        self.langs: List[str] = parse_langs(langs or "", "--langs")
-        self.lang2id = {lang: i for i, lang in enumerate(self.langs)}
+    def find_langs(self) -> List[str]:
+        """The language list of a task no checkpoint has given one: --langs."""
+        return parse_langs(self.cfg.langs or "", "--langs")
+
+    @property
+    def langs(self) -> List[str]:
+        """The languages, in the order of their ids."""
+        return list(self.state.langs)
+
+    @property
+    def lang2id(self) -> Dict[str, int]:
+        return {lang: i for i, lang in enumerate(self.state.langs)}
+
+    def langs_known(self) -> None:
+        """Make what depends on the language list: called when the task is made, and again when a loaded
+        checkpoint brings another list (fairseq-generate: the model's, with --langs left out)."""
 
     def load_state_dict(self, state_dict):
         """A loaded checkpoint's ``task_state`` (fairseq-generate, -interactive, the hub: before the model
-        is built): its language list is the task's, when --langs is left out."""
-        super().load_state_dict(state_dict)
+        is built): its language list is the task's, which --langs may only repeat."""
         carried = list(state_dict.get("langs") or [])
-        if carried and not self.langs:
-            self.set_langs(",".join(carried))
-        elif carried and self.langs != carried:
+        given = parse_langs(self.cfg.langs or "", "--langs")
+        if carried and given and given != carried:
             # language ids are positions in the list: another order translates with the wrong embeddings
             raise XLMUserError(
-                f"--langs {','.join(self.langs)} is not the model's language list {','.join(carried)}; "
+                f"--langs {','.join(given)} is not the model's language list {','.join(carried)}; "
                 "leave --langs out, or give that list in that order"
             )
+        before = self.state.state_dict.get("langs")
+        super().load_state_dict({k: v for k, v in state_dict.items() if k != "langs" or carried})
+        if carried and carried != before:
+            self.langs_known()
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):

@@ -19,7 +19,7 @@ from fairseq.tasks import register_task
 
 from xlm_fairseq.data import MaskedLMConfig
 from xlm_fairseq.errors import XLMUserError
-from xlm_fairseq.objectives.base import OBJECTIVES
+from xlm_fairseq.objectives.base import OBJECTIVES, with_objective_options
 from xlm_fairseq.objectives.keys import ObjectiveKey
 from xlm_fairseq.objectives.lm import MaskedLM
 from xlm_fairseq.tasks.objective_task import XLMTask, XLMTaskConfig
@@ -29,12 +29,10 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class CrossLingualLMConfig(XLMTaskConfig):
-    mlm_steps: str = field(
-        default="", metadata={"help": "MLM on languages (en,de) and TLM on pairs (en-de), comma-separated"}
-    )
-    clm_steps: str = field(default="", metadata={"help": "causal LM on these languages, comma-separated"})
-    tokens_per_sample: int = field(default=256, metadata={"help": "tokens per stream block (XLM --bptt)"})
+class CrossLingualLMTaskOptions(XLMTaskConfig):
+    """Options of ``cross_lingual_lm``; its objectives' own (``--mlm-steps``, ``--tokens-per-sample``, ...)
+    come from their classes (``xlm_fairseq/objectives/``)."""
+
     mask_prob: float = field(default=0.15, metadata={"help": "fraction of tokens predicted (XLM --word_pred)"})
     mask_keep_rand: str = field(
         default="0.8,0.1,0.1",
@@ -50,11 +48,6 @@ class CrossLingualLMConfig(XLMTaskConfig):
             "trained from scratch, e.g. from cross-lingual word vectors (rows of NaN keep the random init)"
         },
     )
-    span_steps: str = field(
-        default="",
-        metadata={"help": "MASS's span masking on these languages: one contiguous span of each sentence predicted"},
-    )
-    span_ratio: float = field(default=0.5, metadata={"help": "--span-steps: the fraction of a sentence's words masked"})
     lg_sampling_factor: float = field(
         default=-1.0,
         metadata={
@@ -64,14 +57,16 @@ class CrossLingualLMConfig(XLMTaskConfig):
     )
 
 
+CrossLingualLMConfig = with_objective_options(CrossLingualLMTaskOptions, "cross_lingual_lm", "CrossLingualLMConfig")
+
+
 @register_task("cross_lingual_lm", dataclass=CrossLingualLMConfig)
 class XLMCrossLingualLMTask(XLMTask):
     """XLM pretraining (MLM / TLM / CLM). Replaces fairseq's legacy task of the same name."""
 
-    cfg: CrossLingualLMConfig
     config_class = CrossLingualLMConfig
 
-    def __init__(self, cfg: CrossLingualLMConfig, dictionary: Dictionary):
+    def __init__(self, cfg, dictionary: Dictionary):
         super().__init__(cfg, dictionary)
         if not self.langs:
             raise XLMUserError("--langs is required, e.g. --langs en,de")
@@ -131,7 +126,7 @@ class XLMCrossLingualLMTask(XLMTask):
         names = super().validation_metrics(validated)
         masked = [k for k in validated if OBJECTIVES[ObjectiveKey.parse(k).family].full_mask_validation]
         names += [f"{k}_fullmask_{m}" for k in masked for m in ("loss", "ppl", "acc")]
-        mlm = [o.key for o in self.objectives if isinstance(o, MaskedLM)]
+        mlm = [o.key for o in self.objectives if o.family == MaskedLM.family]
         if mlm and all(k in validated for k in mlm):
             names.append("mlm_fullmask_ppl")
         return names
@@ -160,7 +155,7 @@ class XLMCrossLingualLMTask(XLMTask):
         """Also XLM's ``valid_mlm_ppl``: the mean over the MLM languages of their full-mask
         perplexity, logged as ``mlm_fullmask_ppl`` (what XLM selects and stops on)."""
         super().reduce_metrics(logging_outputs, criterion)
-        keys = [f"{o.key}_fullmask" for o in self.objectives if isinstance(o, MaskedLM)]
+        keys = [f"{o.key}_fullmask" for o in self.objectives if o.family == MaskedLM.family]
         if keys and all(any(f"{k}:ntokens" in log for log in logging_outputs) for k in keys):
             metrics.log_derived("mlm_fullmask_ppl", lambda m: float(np.mean([2 ** m[f"{k}_loss"].avg for k in keys])))
 

@@ -1,11 +1,12 @@
 """The base of the pretraining and translation tasks: a data task that owns its objectives
 (:mod:`xlm_fairseq.objectives`) and XLM's loop over them."""
 
+import functools
 import logging
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple, Type
 
 from fairseq import metrics
 from fairseq.dataclass import ChoiceEnum
@@ -23,6 +24,7 @@ from xlm_fairseq.objectives.base import (
     objective_options,
     objectives_from_options,
 )
+from xlm_fairseq.objectives.context import ObjectiveContext
 from xlm_fairseq.objectives.keys import ObjectiveKey
 from xlm_fairseq.objectives.schedule import XLMLoop
 from xlm_fairseq.tasks.base import XLMDataConfig, XLMDataTask
@@ -73,15 +75,24 @@ class XLMTask(XLMDataTask):
 
     config_class = XLMTaskConfig
 
-    def set_langs(self, langs: str):
-        super().set_langs(langs)
+    def langs_known(self):
         # the objectives name languages: known once the languages are (fairseq-generate: from the checkpoint)
         self.objectives: List[Objective] = []
         if self.langs:
-            self.objectives = objectives_from_options(self, self.cfg, objective_options(self.config_class))
+            options = objective_options(self.config_class)
+            self.objectives = objectives_from_options(self.make_objective, self.cfg, options, self.langs)
         self.loop = XLMLoop(
             self.objectives, loop_families(), self.cfg.seed, self.cfg.step_per_objective, self.sampling_alpha
         )
+
+    @functools.cached_property
+    def context(self) -> ObjectiveContext:
+        """What the objectives may use of the task."""
+        return ObjectiveContext(self)
+
+    def make_objective(self, cls: Type[Objective], langs: Sequence[str], weight=None) -> Objective:
+        """An objective of class ``cls`` over ``langs``, with its options from the task's config."""
+        return cls(langs, self.context, cls.options_from(self.cfg), weight)
 
     @property
     def sampling_alpha(self) -> float:

@@ -33,9 +33,9 @@ from xlm_fairseq.data.translation import LangTagDataset, cut_to_positions
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.evaluation.bleu import ROUNDTRIP_METRICS, batch_bleu_stats, reduce_bleu
 from xlm_fairseq.generation import XLMSequenceGenerator
-from xlm_fairseq.objectives.base import MissingData
+from xlm_fairseq.models.base import bare_model
+from xlm_fairseq.objectives.base import MissingData, with_objective_options
 from xlm_fairseq.objectives.keys import ObjectiveKey
-from xlm_fairseq.objectives.schedule import bare_model
 from xlm_fairseq.objectives.translation import BackTranslation, MachineTranslation
 from xlm_fairseq.tasks.objective_task import XLMTask, XLMTaskConfig
 from xlm_fairseq.tasks.step import run_objectives
@@ -44,23 +44,10 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class TranslationLMConfig(XLMTaskConfig):
-    ae_steps: str = field(default="", metadata={"help": "denoising auto-encoding on these languages, e.g. en,de"})
-    bt_steps: str = field(default="", metadata={"help": "online back-translation, e.g. en-de-en,de-en-de"})
-    mt_steps: str = field(default="", metadata={"help": "supervised translation on parallel data, e.g. en-ro,ro-en"})
-    lambda_ae: str = field(
-        default="1", metadata={"help": "AE weight: a number or a schedule like 0:1,100000:0.1,300000:0"}
-    )
-    lambda_bt: str = field(default="1", metadata={"help": "BT weight (number or schedule)"})
-    lambda_mt: str = field(default="1", metadata={"help": "MT weight (number or schedule)"})
-    word_shuffle: float = field(default=3.0, metadata={"help": "AE noise: local shuffle distance k (0: off)"})
-    word_dropout: float = field(default=0.1, metadata={"help": "AE noise: token dropout probability"})
-    word_blank: float = field(default=0.1, metadata={"help": "AE noise: token blanking probability"})
-    bt_max_len_a: float = field(
-        default=1.3,
-        metadata={"help": "back-translation length limit int(a * L + b), L and the limit counting both </s> (XLM's)"},
-    )
-    bt_max_len_b: int = field(default=5, metadata={"help": "back-translation length limit: see --bt-max-len-a"})
+class TranslationLMTaskOptions(XLMTaskConfig):
+    """Options of ``translation_lm``; its objectives' own (``--ae-steps``, ``--lambda-bt``, the AE noise,
+    ...) come from their classes (``xlm_fairseq/objectives/translation.py``)."""
+
     valid_lang_pairs: str = field(
         default="",
         metadata={"help": "directions validated (loss and BLEU) on valid parallel data; default: all trained ones"},
@@ -87,20 +74,22 @@ class TranslationLMConfig(XLMTaskConfig):
     target_lang: Optional[str] = field(default=None, metadata={"help": "target language", "argparse_alias": "-t"})
 
 
+TranslationLMConfig = with_objective_options(TranslationLMTaskOptions, "translation_lm", "TranslationLMConfig")
+
+
 @register_task("translation_lm", dataclass=TranslationLMConfig)
 class TranslationLMTask(XLMTask):
-    cfg: TranslationLMConfig
     config_class = TranslationLMConfig
     model_kind = "translation"
 
-    def __init__(self, cfg: TranslationLMConfig, dictionary):
+    def __init__(self, cfg, dictionary):
         super().__init__(cfg, dictionary)
         self.max_source_positions = None  # the model's, known once it is built
         self._valid_generator = None
 
-    def set_langs(self, langs: str):
+    def langs_known(self):
         """Also the validated directions, and -s/-t checked (once the languages are known)."""
-        super().set_langs(langs)
+        super().langs_known()
         self.valid_objectives, self.roundtrip_objectives = [], []
         if not self.langs:
             return
@@ -110,9 +99,9 @@ class TranslationLMTask(XLMTask):
             mt = [o.langs for o in self.objectives if isinstance(o, MachineTranslation)]
             bt = [o.langs[:2] for o in self.objectives if isinstance(o, BackTranslation)]
             pairs = list(OrderedDict.fromkeys(mt + bt))
-        self.valid_objectives = [MachineTranslation(pair, self) for pair in pairs]
+        self.valid_objectives = [self.make_objective(MachineTranslation, pair) for pair in pairs]
         # without parallel valid text (or with --valid-roundtrip): back-translation's round trip a -> b -> a
-        self.roundtrip_objectives = [BackTranslation((a, b, a), self) for a, b in pairs]
+        self.roundtrip_objectives = [self.make_objective(BackTranslation, (a, b, a)) for a, b in pairs]
         for lang in (self.cfg.source_lang, self.cfg.target_lang):
             if lang is not None and lang not in self.lang2id:
                 raise XLMUserError(f"-s/-t: language '{lang}' is not in --langs {','.join(self.langs)}")
@@ -125,7 +114,7 @@ class TranslationLMTask(XLMTask):
 
     def direction_dataset(self, split, src, tgt, epoch=1):
         try:
-            return MachineTranslation((src, tgt), self).build(split, epoch).dataset
+            return self.make_objective(MachineTranslation, (src, tgt)).build(split, epoch).dataset
         except MissingData as lack:
             raise XLMUserError(str(lack)) from None
 
@@ -144,18 +133,17 @@ class TranslationLMTask(XLMTask):
             built, missing = self.build_objectives(split, epoch, self.objectives)
         else:
             built, missing = self.build_objectives(split, 1, self.valid_objectives, quiet=True)
-            trips = [
-                o
-                for o in self.roundtrip_objectives
-                if self.cfg.valid_roundtrip or f"mt_{o.langs[0]}-{o.langs[1]}" in missing
-            ]
+            direction_of = {
+                trip.key: direction.key for direction, trip in zip(self.valid_objectives, self.roundtrip_objectives)
+            }
+            trips = [o for o in self.roundtrip_objectives if self.cfg.valid_roundtrip or direction_of[o.key] in missing]
             trips_built, trips_missing = self.build_objectives(split, 1, trips, quiet=True)
             built.update(trips_built)
             missing.update(trips_missing)
+            trip_of = {direction: trip for trip, direction in direction_of.items()}
             for key, lack in missing.items():
-                a, b = ObjectiveKey.parse(key).langs[:2]
-                if key.startswith("mt_") and f"bt_{a}-{b}-{a}" in trips_built:
-                    logger.info(f"{lack}: {key} is validated by its round trip bt_{a}-{b}-{a}")
+                if trip_of.get(key) in trips_built:
+                    logger.info(f"{lack}: {key} is validated by its round trip {trip_of[key]}")
                 else:
                     logger.warning(f"{lack}: {key} is not validated")
             if not built:
@@ -243,7 +231,7 @@ class TranslationLMTask(XLMTask):
             )
         hypos = self._valid_generator.generate([raw], batch)
         # a round trip's source is the translation into the middle language: how much of it is copied
-        sources = batch["net_input"]["src_tokens"] if key.startswith("bt_") else None
+        sources = batch["net_input"]["src_tokens"] if key.startswith(f"{BackTranslation.family}_") else None
         return batch_bleu_stats(
             key,
             hypos,
@@ -276,7 +264,7 @@ class TranslationLMTask(XLMTask):
             super().check_validation(split, validated, missing)
         except XLMUserError as e:
             metric = self.cfg.best_checkpoint_metric
-            if metric in ROUNDTRIP_METRICS and not any(k.startswith("bt_") for k in validated):
+            if metric in ROUNDTRIP_METRICS and not any(k.startswith(f"{BackTranslation.family}_") for k in validated):
                 raise XLMUserError(
                     f"{e}; round trips are validated for directions without parallel {split} data, or with "
                     "--valid-roundtrip"

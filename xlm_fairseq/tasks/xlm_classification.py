@@ -34,6 +34,7 @@ from preprocess.classification import read_tsv, split_langs, tsv_path
 from preprocess.langs import parse_langs
 from preprocess.layout import DICT_FILE
 from preprocess.pipeline import PipelineSettings, read_settings, restore_subword_model, subword_model_state
+from xlm_fairseq.assets import ModelAssets, PretrainedCheckpoint
 from xlm_fairseq.data.classification import SentenceClassificationDataset, encode_row
 from xlm_fairseq.data.dictionary import dictionary_from_state, dictionary_to_state, load_dictionary
 from xlm_fairseq.errors import XLMUserError
@@ -99,8 +100,8 @@ class XLMClassificationTask(XLMDataTask):
         self._pretrained = None
         self.model_positions = 512  # set by build_model
         self._training = None  # (labels, pairs) of the training files, read once
+        parse_langs(cfg.langs or "", "--langs")  # checked now, used by find_langs
         super().__init__(cfg, None)  # the languages and dictionary are resolved on first use (see CARRIED)
-        self.state.add_factory("langs", self._find_langs)
         self.state.add_factory("dictionary", lambda: dictionary_to_state(self._find_dictionary()))
         self.state.add_factory("text_pipeline", lambda: self._find_pipeline_settings().to_dict())
         self.state.add_factory("subword_model", lambda: subword_model_state(self.require_pipeline()))
@@ -110,17 +111,6 @@ class XLMClassificationTask(XLMDataTask):
     @classmethod
     def setup_task(cls, cfg, **kwargs):
         return cls(cfg)
-
-    def set_langs(self, langs: str):
-        parse_langs(langs or "", "--langs")  # checked now, used by _find_langs
-
-    @property
-    def langs(self) -> List[str]:
-        return list(self.state.langs)
-
-    @property
-    def lang2id(self):
-        return {lang: i for i, lang in enumerate(self.langs)}
 
     def model_lang_id(self, lang: str) -> int:
         """The language id that rows in ``lang`` are given (``--lang-id``)."""
@@ -133,7 +123,7 @@ class XLMClassificationTask(XLMDataTask):
             )
         return self.lang2id[chosen]
 
-    def _find_langs(self) -> List[str]:
+    def find_langs(self) -> List[str]:
         """--langs, else the pretrained model's, else those of the TSV files."""
         if self.cfg.langs:
             return parse_langs(self.cfg.langs, "--langs")
@@ -146,8 +136,6 @@ class XLMClassificationTask(XLMDataTask):
     @property
     def pretrained(self):
         if self._pretrained is None:
-            from xlm_fairseq.assets import PretrainedCheckpoint
-
             self._pretrained = PretrainedCheckpoint(self.cfg.pretrained_xlm_checkpoint)
         return self._pretrained
 
@@ -174,32 +162,40 @@ class XLMClassificationTask(XLMDataTask):
         path = os.path.join(self.data_dir, name)
         return path if os.path.isfile(path) else None
 
+    @property
+    def source_assets(self) -> ModelAssets:
+        """Where the model's dictionary and text pipeline come from: the pretrained model's (what it
+        carries, then beside it, then its data-bin), else (random initialisation) the data directory's."""
+        if self.cfg.pretrained_xlm_checkpoint:
+            return self.pretrained.assets
+        return ModelAssets({}, [self.data_dir], self.data_dir)
+
     def _find_dictionary(self) -> Dictionary:
-        mine = self._data_file(DICT_FILE)
+        theirs, _ = self.source_assets.dictionary()
         if not self.cfg.pretrained_xlm_checkpoint:
-            if mine is None:
+            if theirs is None:
                 raise XLMUserError(
                     f"{self.data_dir}: no {DICT_FILE}; give --pretrained-xlm-checkpoint, or (random initialisation) "
                     "place a data-bin's dict.txt, text_pipeline.json and subword model beside the TSV files"
                 )
-            return load_dictionary(mine)
-        theirs, where = self.pretrained.dictionary()
+            return theirs
         if theirs is None:
             raise XLMUserError(f"{self.pretrained.path}: no {DICT_FILE} beside it or in its data-bin")
+        mine = self._data_file(DICT_FILE)
         if mine is not None:
             remedy = f"the pretrained model's vocabulary is used: remove {DICT_FILE} from {self.data_dir}"
             self.pretrained.assets.check_dictionary(load_dictionary(mine), mine, self.pretrained.embedding_rows, remedy)
         return theirs
 
     def _find_pipeline_settings(self) -> PipelineSettings:
-        mine = read_settings(self.data_dir) if os.path.isdir(self.data_dir) else None
+        theirs = self.source_assets.pipeline_settings()
         if not self.cfg.pretrained_xlm_checkpoint:
-            if mine is None:
+            if theirs is None:
                 raise XLMUserError(f"{self.data_dir}: no text_pipeline.json (a data-bin's, with its subword model)")
-            return mine
-        theirs = self.pretrained.assets.pipeline_settings()
+            return theirs
         if theirs is None:
             raise XLMUserError(f"{self.pretrained.path}: no text pipeline in it, beside it or in its data-bin")
+        mine = read_settings(self.data_dir) if os.path.isdir(self.data_dir) else None
         if mine is not None and mine != theirs:
             raise XLMUserError(
                 f"{self.data_dir}: its text pipeline ({mine.subwords}, {mine.subword_model}) differs from that of "
@@ -213,7 +209,7 @@ class XLMClassificationTask(XLMDataTask):
         if "subword_model" in self.state.state_dict:  # carried: a loaded or a built model
             extra = [restore_subword_model(self.state.subword_model, "the checkpoint")]
         else:
-            extra = self.pretrained.assets.subword_dirs() if self.cfg.pretrained_xlm_checkpoint else []
+            extra = self.source_assets.subword_dirs()
         return super().text_pipeline([*model_dirs, *extra])
 
     def require_pipeline(self):
