@@ -133,14 +133,13 @@ class TranslationLMTask(XLMTask):
             built, missing = self.build_objectives(split, epoch, self.objectives)
         else:
             built, missing = self.build_objectives(split, 1, self.valid_objectives, quiet=True)
-            direction_of = {
-                trip.key: direction.key for direction, trip in zip(self.valid_objectives, self.roundtrip_objectives)
-            }
-            trips = [o for o in self.roundtrip_objectives if self.cfg.valid_roundtrip or direction_of[o.key] in missing]
+            # each validated direction's round trip, which validates it where it has no parallel data
+            trip_of = {d.key: trip.key for d, trip in zip(self.valid_objectives, self.roundtrip_objectives)}
+            pairs = zip(self.valid_objectives, self.roundtrip_objectives)
+            trips = [trip for d, trip in pairs if self.cfg.valid_roundtrip or d.key in missing]
             trips_built, trips_missing = self.build_objectives(split, 1, trips, quiet=True)
             built.update(trips_built)
             missing.update(trips_missing)
-            trip_of = {direction: trip for trip, direction in direction_of.items()}
             for key, lack in missing.items():
                 if trip_of.get(key) in trips_built:
                     logger.info(f"{lack}: {key} is validated by its round trip {trip_of[key]}")
