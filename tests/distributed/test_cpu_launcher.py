@@ -85,9 +85,9 @@ def test_a_checkpoint_state_sent_between_ranks_is_read_by_torchs_safe_loader():
 
     from fairseq.distributed.utils import _put_tensors_in_obj, _split_tensors_from_obj
 
-    from xlm_fairseq.patches import safe_load
+    from xlm_fairseq import patches
 
-    safe_load.install()  # what importing the plugin does in fairseq's commands; in a test worker, order-free
+    patches.install()  # what importing the plugin does in fairseq's commands; in a test worker, order-free
 
     state = {"model": {"w": torch.ones(2)}, "extra_state": {"epoch": 3}}
     tensors = []

@@ -1,6 +1,13 @@
 """Every change this plugin makes to fairseq's and torch's behaviour, one module each, installed by
 one explicit call (:func:`install`, from the plugin's ``__init__``). Each module names the fairseq
-(or torch) version and the missing hook it works around; nothing else in the plugin patches."""
+(or torch) version and the missing hook it works around; nothing else in the plugin patches.
+
+``XLM_FAIRSEQ_SKIP_PATCHES=name,...`` (module names) leaves those patches out, with a warning: for
+checking that a patch's tests fail without it (``tests/patches/audit.py``), or for trying a fairseq
+version that no longer needs one."""
+
+import logging
+import os
 
 from xlm_fairseq.patches import (
     checkpoint_copy,
@@ -33,7 +40,23 @@ PATCHES = (
 )
 
 
+SKIP_VARIABLE = "XLM_FAIRSEQ_SKIP_PATCHES"
+
+
+def name(patch) -> str:
+    return patch.__name__.rsplit(".", 1)[-1]
+
+
 def install() -> None:
-    """Install every patch (idempotent)."""
+    """Install every patch (idempotent), but those named in ``XLM_FAIRSEQ_SKIP_PATCHES``."""
+    skip = {s.strip() for s in os.environ.get(SKIP_VARIABLE, "").split(",") if s.strip()}
+    if skip:
+        names = [name(patch) for patch in PATCHES]
+        unknown = sorted(skip - set(names))
+        logging.getLogger(__name__).warning(
+            f"{SKIP_VARIABLE}: fairseq runs without the patches {', '.join(sorted(skip & set(names))) or '(none)'}"
+            + (f"; no patch is called {', '.join(unknown)} (the patches: {', '.join(names)})" if unknown else "")
+        )
     for patch in PATCHES:
-        patch.install()
+        if name(patch) not in skip:
+            patch.install()
