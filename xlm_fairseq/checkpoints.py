@@ -132,3 +132,24 @@ def hand_langs_to_model(state: dict, name: str = "the checkpoint") -> dict:
         if isinstance(state.get("model"), dict):
             state["model"]["_extra_state"] = langs
     return state
+
+
+def write_ema(src, dst) -> None:
+    """``dst``: the checkpoint ``src`` with the moving average of its weights that ``fairseq-train --store-ema``
+    keeps (``extra_state["ema"]``) as its model, for fairseq-generate, the hubs and export (fairseq's
+    ``checkpoint_utils.save_ema_as_checkpoint``, read under the allowlist, from the fp32 average where
+    ``--ema-fp32`` kept one, without the optimizer's state, which belongs to the other weights, and written
+    atomically)."""
+    from preprocess.files import atomic_write
+
+    state = load(src)
+    extra = state.get("extra_state") or {}
+    if not extra.get("ema"):
+        raise XLMUserError(f"{src}: holds no moving average of its weights (train with --store-ema)")
+    exact = extra.get("ema_fp32_params") or {}  # --ema-fp32: the average before rounding to the model's format
+    ema = {k: exact.get(k, v) for k, v in extra["ema"].items()}
+    state["model"] = collections.OrderedDict((k, v.float() if v.is_floating_point() else v) for k, v in ema.items())
+    state["extra_state"] = {k: v for k, v in state["extra_state"].items() if k not in ("ema", "ema_fp32_params")}
+    state["last_optimizer_state"] = None
+    with atomic_write(str(dst), binary=True) as f:
+        torch.save(state, f)

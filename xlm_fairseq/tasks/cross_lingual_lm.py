@@ -133,9 +133,10 @@ class XLMCrossLingualLMTask(XLMTask):
 
     # ---- steps ---------------------------------------------------------------------------
 
-    def valid_step(self, sample, model, criterion):
+    def valid_step(self, sample, model, criterion, ema_model=None):
         """Our metrics (masking as in training) and XLM's validation perplexity (the same positions,
         all replaced by the mask token): ``mlm_en_ppl`` and ``mlm_en_fullmask_ppl``."""
+        model = model if ema_model is None else ema_model  # --store-ema: the average is validated
         model.eval()
         with torch.no_grad():
             objectives = [self.objective(key) for key in sample]

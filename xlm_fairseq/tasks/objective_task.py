@@ -153,7 +153,12 @@ class XLMTask(XLMDataTask):
 
     # ---- steps ---------------------------------------------------------------------------
 
-    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+    # with --store-ema fairseq-train hands train_step and valid_step its moving average of the weights; validation
+    # scores it, so --best-checkpoint-metric chooses by the weights that checkpoints keep as extra_state["ema"]
+    # (written out as a checkpoint of their own by xlm_fairseq.checkpoints.write_ema)
+    uses_ema = True
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False, ema_model=None):
         model.train()
         model.set_num_updates(update_num)
         objectives, iteration = self.loop.update_objectives(update_num)

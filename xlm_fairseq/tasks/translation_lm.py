@@ -210,7 +210,8 @@ class TranslationLMTask(XLMTask):
 
     # ---- steps ---------------------------------------------------------------------------
 
-    def valid_step(self, sample, model, criterion):
+    def valid_step(self, sample, model, criterion, ema_model=None):
+        model = model if ema_model is None else ema_model  # --store-ema: the average is validated
         model.eval()
         with torch.no_grad():
             objectives = [self.objective(key) for key in sample]
