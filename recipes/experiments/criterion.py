@@ -95,21 +95,11 @@ class Run:
             sys.exit(f"criterion: error: {shlex.join(map(str, cmd[:3]))} failed; see {log}")
 
     def checkpoints(self) -> Dict[int, Path]:
-        """{update: checkpoint} of every kept checkpoint (the last one too); where the run kept a moving average
-        of the weights (``--store-ema``), which its validation scored, that average written out as a checkpoint."""
-        from xlm_fairseq import checkpoints
-
+        """{update: checkpoint} of every kept checkpoint (the last one too)."""
         ckpts = {}
         for path in sorted((self.work / "checkpoints" / "translate").glob("checkpoint*.pt")):
-            update = checkpoint_updates(path)
-            if path.name.startswith("checkpoint_best") or update in ckpts:
-                continue
-            if (checkpoints.load(str(path)).get("extra_state") or {}).get("ema"):
-                average = self.out / f"{path.stem}_ema.pt"
-                if not average.is_file():
-                    checkpoints.write_ema(path, average)
-                path = average
-            ckpts[update] = path
+            if path.name != "checkpoint_best.pt":
+                ckpts.setdefault(checkpoint_updates(path), path)
         return ckpts
 
     def bleu(self, ckpt: Path, split_pairs, bin_dir: Path, name: str, beam: int, tokenised: bool) -> List[float]:
@@ -144,8 +134,7 @@ class Run:
             test_bin = encoded(self.work, self.data, self.test, prefix, segmenters, self.tool, self.command, "test")
         logged = validations(self.work / "logs" / "translate.log")
         rows = []
-        kept = self.checkpoints()
-        for update, ckpt in sorted(kept.items()):
+        for update, ckpt in sorted(self.checkpoints().items()):
             v = logged.get(update, {})
             losses = [x for k, x in v.items() if k.startswith("bt_") and k.endswith("_loss")]
             valid = self.bleu(ckpt, self.valid, valid_bin, "valid", 1, tokenised=True)
@@ -171,7 +160,7 @@ class Run:
         chosen = {}
         for name, key in (("roundtrip", "roundtrip_score"), ("parallel_valid", "valid_bleu_tok")):
             best = max(rows, key=lambda r: r[key])  # the first of equals, as fairseq keeps the first best
-            ckpt = kept[best["update"]]
+            ckpt = self.work / "checkpoints" / "translate" / best["checkpoint"]
             test = self.bleu(ckpt, self.test, test_bin, "test", BEAM, tokenised=False)
             chosen[name] = dict(update=best["update"], test_beam5={f"{src}-{tgt}": test[0], f"{tgt}-{src}": test[1]})
             chosen[name]["test_beam5_mean"] = round(statistics.mean(test), 2)

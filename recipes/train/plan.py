@@ -80,10 +80,6 @@ FULL = dict(pretrain_updates=1_000_000, translate_updates=1_000_000, valid_every
 # translation's validations without pairs: the round trips choose the checkpoint, so they come often, about
 # 7 in the quickstart's 20 minutes, each of a few decodes of the valid text (epochs are as short as 200 updates)
 ROUNDTRIP_EVERY = 500
-# translation without pairs validates, keeps and exports a moving average of its weights (fairseq's --store-ema),
-# over about the last 1 / (1 - decay) updates: the weights of one update are noisy where every batch is the
-# model's own back-translation
-EMA_DECAY = 0.99
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,14 +228,6 @@ class Plan:
         the valid pairs; without, the round trips of monolingual valid text (their BLEU back less what the
         translations copy, ``roundtrip_score``): no parallel text is read, in validation either."""
         return "bleu_tok_mean" if self.supervision == "semi" else "roundtrip_score"
-
-    @property
-    def ema_decay(self) -> Optional[float]:
-        """The decay of translation's moving average of the weights, which validation scores; None: none kept."""
-        return EMA_DECAY if self.supervision == "unsupervised" else None
-
-    def ema_args(self) -> List[str]:
-        return [] if self.ema_decay is None else ["--store-ema", "--ema-decay", self.ema_decay, "--ema-fp32"]
 
     @property
     def translate_valid_every(self) -> Optional[int]:

@@ -318,8 +318,6 @@ def report(run, rows, probes, trained, figure, what, trips=None, examples=(), ag
         lexicon_embeddings="whitened" if "emb" in p.lexicon else None,
         lexicon_agreement={f"{a}-{b}": list(v) for (a, b), v in (agreement or {}).items()},
         checkpoint_metric=p.checkpoint_metric,
-        # the weights scored: the chosen checkpoint's, or their moving average (translation's --ema-decay)
-        ema_decay=p.ema_decay,
         roundtrip={k: float(v) for k, v in (trips or {}).items()},
         examples=[dict(direction=r["direction"], examples=r["examples"]) for r in examples],
     )

@@ -39,9 +39,7 @@ class TrainingRun:
         self.raw = self.work / "raw"
         rank = plan.hardware.node_rank
         self.logs = self.work / "logs" / (f"node{rank}" if rank else "")  # several nodes: their own logs
-        # what is scored and exported: the best checkpoint, or the moving average of its weights where it keeps one
-        best = self.work / "checkpoints" / "translate" / "checkpoint_best.pt"
-        self.ckpt = best.with_name("checkpoint_best_ema.pt") if plan.ema_decay else best
+        self.ckpt = self.work / "checkpoints" / "translate" / "checkpoint_best.pt"
         self.lm = self.work / "checkpoints" / "pretrain" / "checkpoint_best.pt"
         self.embeddings = self.work / "lexicon" / "embeddings.pt"  # --lexicon emb
         self.started = time.time()
@@ -236,10 +234,6 @@ class TrainingRun:
         cmd, log = self.translate_command()
         self.train(cmd, self.logs / "translate.out", Progress(log, p.translate_hours, SHOWN[p.supervision]))
         print(f"   {trained_summary(log.read_text(encoding='utf-8', errors='replace'))}", flush=True)
-        if p.ema_decay:
-            from xlm_fairseq.checkpoints import write_ema
-
-            write_ema(self.ckpt.with_name("checkpoint_best.pt"), self.ckpt)
         self.export()
 
     def translate_command(self):
@@ -269,7 +263,6 @@ class TrainingRun:
             "--attention-dropout",
             0.1,
             *p.precision_args(p.translate_precision),
-            *p.ema_args(),
             "--max-tokens",
             p.batches.translate_tokens,
             "--max-sentence-len",
