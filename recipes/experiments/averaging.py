@@ -6,15 +6,17 @@
 
 For each of a run's last N kept checkpoints (``checkpoint_last.pt`` included): the test BLEU of its weights
 and, where the run kept one (``fairseq-train --store-ema``), of their moving average; then of the mean of the
-last two kept checkpoints' weights (fairseq's ``average_checkpoints.py``, kept as is by the first's dtype). Test
-BLEU as the run scores: fairseq-generate, beam 5, sacreBLEU on detokenised text, both directions. A line per
-run in the record."""
+last two kept checkpoints' weights (as fairseq's ``scripts/average_checkpoints.py`` averages). Test BLEU as
+the run scores: fairseq-generate, beam 5, sacreBLEU on detokenised text, both directions. A line per
+checkpoint in the record, the last of a run with the mean of the last two."""
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
+from typing import List
 
 import torch
 
@@ -60,7 +62,8 @@ def mean_of(kept: dict, dest: Path) -> Path:
     return dest
 
 
-def measure(work: Path, last: int) -> dict:
+def measure(work: Path, last: int) -> List[dict]:
+    """A row per checkpoint scored, the last with the mean of the last two where the run kept two."""
     from xlm_fairseq import checkpoints
 
     out = work / "out" / "averaging"
@@ -77,21 +80,20 @@ def measure(work: Path, last: int) -> dict:
             checkpoints.write_ema(path, average)
             row["ema"] = test_bleu(work, average, out)
         rows.append(row)
-    mean = None
     if len(kept) >= 2:  # a run that kept one checkpoint has no two to average
-        mean = dict(updates=sorted(kept)[-2:], bleu=test_bleu(work, mean_of(kept, out / "mean_of_last_two.pt"), out))
+        rows[-1]["mean_of_last_two"] = test_bleu(work, mean_of(kept, out / "mean_of_last_two.pt"), out)
+        rows[-1]["mean_updates"] = sorted(kept)[-2:]
     report = json.loads((work / "report.json").read_text(encoding="utf-8"))
-    copy = {r["direction"]: r["copy"] for r in report["bleu"] if r["set"] == "test"}
-    return dict(
+    run = dict(
         name=work.name,
         machine=machine(),
         commit=commit(),
         date=time.strftime("%Y-%m-%d %H:%M"),
+        command=shlex.join(["python", "-m", "recipes.experiments.averaging", *sys.argv[1:]]),
         run_command=report["command"],
-        copy=copy,
-        checkpoints=rows,
-        mean_of_last_two=mean,
+        copy={r["direction"]: r["copy"] for r in report["bleu"] if r["set"] == "test"},
     )
+    return [dict(run, **row) for row in rows]
 
 
 def main(argv=None):
@@ -105,7 +107,7 @@ def main(argv=None):
             sys.exit(f"averaging: error: {work}: no report.json: not a finished train.sh work directory")
     with open(args.out, "a", encoding="utf-8") as f:
         for work in args.work:
-            f.write(json.dumps(measure(work, args.last), ensure_ascii=False) + "\n")
+            f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in measure(work, args.last))
             print(f"{work}: measured -> {args.out}", flush=True)
 
 
