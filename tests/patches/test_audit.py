@@ -27,12 +27,9 @@ def test_each_witness_is_a_test_of_the_suite(patch):
 
 def test_a_skipped_patch_is_left_out_and_named():
     """XLM_FAIRSEQ_SKIP_PATCHES leaves fairseq's own function in place and says so; a name that is no
-    patch is named too."""
+    patch is named too (with every patch installed, test_cpu_clip_norm.py finds the plugin's function)."""
     probe = "import xlm_fairseq, fairseq.utils as u; print(u.clip_grad_norm_.__module__)"
     env = dict(os.environ, XLM_FAIRSEQ_SKIP_PATCHES="cpu_clip_norm,no_such_patch")
     proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "fairseq.utils"
     assert "without the patches cpu_clip_norm; no patch is called no_such_patch" in proc.stderr
-    env.pop("XLM_FAIRSEQ_SKIP_PATCHES")
-    proc = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert proc.stdout.strip() == "xlm_fairseq.patches.cpu_clip_norm" and "SKIP" not in proc.stderr

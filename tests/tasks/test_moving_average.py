@@ -41,6 +41,7 @@ def _untimed(rows):
     return [{k: v for k, v in r.items() if k not in TIMINGS and k.split("_", 1)[-1] not in TIMINGS} for r in rows]
 
 
+@pytest.mark.slow  # three fairseq-train runs
 def test_validation_scores_the_moving_average_and_it_is_written_out(data_bin, tmp_path):
     plain_train, plain_valid = _train(data_bin, tmp_path / "plain")
     ema = ["--store-ema", "--ema-fp32"]
