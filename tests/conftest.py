@@ -232,6 +232,9 @@ def pretrained(data_bin, tmp_path_factory):
 
 UNMT_ARGS = [*TRAIN_ARGS, "--task", "translation_lm", "--lr", "0.0005", "--max-tokens", "1500"]
 UNMT_ARGS += ["--max-sentence-len", "128"]
+# MT both ways on the 100 de-en valid pairs as training data: epochs of a few updates, for tests of validation
+MT_ON_VALID_PAIRS = [*UNMT_ARGS, "--langs", "de,en", "--mt-steps", "de-en,en-de", "--train-subset", "valid"]
+MT_ON_VALID_PAIRS += ["--log-interval", "1"]
 # AE + BT over three languages; the resume test repeats the fixture's run with exactly these
 UNMT_STEPS = ["--langs", "en,de,ro", "--ae-steps", "en,de,ro", "--bt-steps", "en-de-en,de-en-de,en-ro-en,ro-en-ro"]
 UNMT_STEPS += ["--lambda-ae", "0:1,40:0.25"]

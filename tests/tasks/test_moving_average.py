@@ -4,7 +4,7 @@ chosen) on the moving average of the weights, and that average written out as a 
 
 import pytest
 import torch
-from conftest import UNMT_ARGS, fairseq, generate_lines, json_logs
+from conftest import MT_ON_VALID_PAIRS, fairseq, generate_lines, json_logs
 
 from xlm_fairseq import checkpoints
 from xlm_fairseq.errors import XLMUserError
@@ -17,20 +17,12 @@ def _train(data_bin, save, *extra):
     proc = fairseq(
         "train",
         data_bin,
-        *UNMT_ARGS,
-        "--langs",
-        "de,en",
-        "--mt-steps",
-        "de-en,en-de",
-        "--train-subset",
-        "valid",
+        *MT_ON_VALID_PAIRS,
         "--max-epoch",
         "2",
         "--no-eval-bleu",
         "--save-dir",
         save,
-        "--log-interval",
-        "1",
         *extra,
     )
     out = proc.stdout + proc.stderr

@@ -6,7 +6,17 @@ import re
 
 import pytest
 import torch
-from conftest import PRETRAIN_ARGS, ROOT, UNMT_ARGS, UNMT_STEPS, fairseq, generate_lines, json_logs, setup_task
+from conftest import (
+    MT_ON_VALID_PAIRS,
+    PRETRAIN_ARGS,
+    ROOT,
+    UNMT_ARGS,
+    UNMT_STEPS,
+    fairseq,
+    generate_lines,
+    json_logs,
+    setup_task,
+)
 
 
 def _load(path, data_bin, **overrides):
@@ -131,13 +141,7 @@ def test_validation_means_the_directions_and_the_log_file_has_each_line_once(dat
     proc = fairseq(
         "train",
         data_bin,
-        *UNMT_ARGS,
-        "--langs",
-        "de,en",
-        "--mt-steps",
-        "de-en,en-de",
-        "--train-subset",
-        "valid",
+        *MT_ON_VALID_PAIRS,
         "--max-epoch",
         "3",
         "--best-checkpoint-metric",
@@ -145,8 +149,6 @@ def test_validation_means_the_directions_and_the_log_file_has_each_line_once(dat
         "--maximize-best-checkpoint-metric",
         "--save-dir",
         tmp_path / "ckpt",
-        "--log-interval",
-        "1",
         "--log-file",
         log,
     )
