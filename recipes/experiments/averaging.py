@@ -33,12 +33,12 @@ def run_command(cmd, log):
             sys.exit(f"averaging: error: {cmd[0]} failed; see {log}")
 
 
-def test_bleu(work: Path, ckpt: Path, out: Path) -> dict:
-    """{direction: test BLEU} of ``ckpt``'s weights on the run's own test (beam 5, as the run scores)."""
-    report = json.loads((work / "report.json").read_text(encoding="utf-8"))
+def test_bleu(work: Path, tests: List[dict], ckpt: Path, out: Path) -> dict:
+    """{direction: test BLEU} of ``ckpt``'s weights on the run's own test (``tests``: its report's rows of it;
+    beam 5, as the run scores)."""
     tool = lambda name: str(Path(sys.executable).parent / name)  # noqa: E731
     scores = {}
-    for row in (r for r in report["bleu"] if r["set"] == "test"):
+    for row in tests:
         src, tgt = row["direction"].split("-")
         refs = Path(row["source"]).with_suffix(f".{tgt}").read_text(encoding="utf-8").splitlines()
         gen = generate(
@@ -68,22 +68,23 @@ def measure(work: Path, last: int) -> List[dict]:
 
     out = work / "out" / "averaging"
     out.mkdir(parents=True, exist_ok=True)
+    report = json.loads((work / "report.json").read_text(encoding="utf-8"))
+    tests = [r for r in report["bleu"] if r["set"] == "test"]
     kept = {}
     for path in sorted((work / "checkpoints" / "translate").glob("checkpoint*.pt")):
         if not path.name.startswith("checkpoint_best"):
             kept.setdefault(checkpoint_updates(path), path)
     rows = []
     for update, path in sorted(kept.items())[-last:]:
-        row = dict(update=update, checkpoint=path.name, weights=test_bleu(work, path, out))
+        row = dict(update=update, checkpoint=path.name, weights=test_bleu(work, tests, path, out))
         if (checkpoints.load(str(path)).get("extra_state") or {}).get("ema"):
             average = out / f"{path.stem}_ema.pt"
             checkpoints.write_ema(path, average)
-            row["ema"] = test_bleu(work, average, out)
+            row["ema"] = test_bleu(work, tests, average, out)
         rows.append(row)
     if len(kept) >= 2:  # a run that kept one checkpoint has no two to average
-        rows[-1]["mean_of_last_two"] = test_bleu(work, mean_of(kept, out / "mean_of_last_two.pt"), out)
+        rows[-1]["mean_of_last_two"] = test_bleu(work, tests, mean_of(kept, out / "mean_of_last_two.pt"), out)
         rows[-1]["mean_updates"] = sorted(kept)[-2:]
-    report = json.loads((work / "report.json").read_text(encoding="utf-8"))
     run = dict(
         name=work.name,
         machine=machine(),
@@ -91,7 +92,7 @@ def measure(work: Path, last: int) -> List[dict]:
         date=time.strftime("%Y-%m-%d %H:%M"),
         command=shlex.join(["python", "-m", "recipes.experiments.averaging", *sys.argv[1:]]),
         run_command=report["command"],
-        copy={r["direction"]: r["copy"] for r in report["bleu"] if r["set"] == "test"},
+        copy={r["direction"]: r["copy"] for r in tests},
     )
     return [dict(run, **row) for row in rows]
 
@@ -99,7 +100,7 @@ def measure(work: Path, last: int) -> List[dict]:
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m recipes.experiments.averaging", description=__doc__.split("\n\n")[0])
     p.add_argument("work", nargs="+", type=Path, help="train.sh work directories made with --keep-checkpoints")
-    p.add_argument("--out", type=Path, required=True, help="the record (JSON lines: a line per run)")
+    p.add_argument("--out", type=Path, required=True, help="the record (JSON lines: a line per checkpoint scored)")
     p.add_argument("--last", type=int, default=3, help="how many of the last kept checkpoints to score (default 3)")
     args = p.parse_args(argv)
     for work in args.work:
