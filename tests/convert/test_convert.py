@@ -11,12 +11,13 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import ROOT, SAMPLE, TRAIN_ARGS, fairseq
+from conftest import ROOT, SAMPLE, TRAIN_ARGS, fairseq, in_process
 from hf_models import LANG2ID, SPECIALS, learn_bpe, make_hf_dir
 
 import xlm_fairseq  # noqa: F401  (registers model/task, installs the safe loader)
 from preprocess.errors import UserError
 from xlm_fairseq import checkpoints, convert
+from xlm_fairseq.convert.cli import main as convert_main
 from xlm_fairseq.errors import XLMUserError
 
 TOL = 1e-4
@@ -257,7 +258,8 @@ def _error_lines(stderr):
     return [line for line in stderr.splitlines() if not line.startswith(("INFO:", "DEBUG:"))]
 
 
-def test_cli(tmp_path):
+def test_cli(tmp_path, capsys):
+    """The command converts; its refusals, each one line, come from the same main run in this process."""
     hf_dir = str(tmp_path / "hf")
     make_hf_dir(hf_dir)
     out = tmp_path / "cli_out"
@@ -267,17 +269,15 @@ def test_cli(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if "partial" in p]  # temp dir renamed away
 
     assert r.stdout.strip() == f"wrote {out}"
-    r = _cli(hf_dir, str(out))  # exists, not empty, no --force
-    lines = _error_lines(r.stderr)
-    print("\nrefusal (existing OUT_DIR):", lines)
-    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "--force" in lines[0]
+    status, err = in_process(convert_main, [hf_dir, out], capsys)  # exists, not empty, no --force
+    lines = _error_lines(err)
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "--force" in lines[0]
 
     bad = tmp_path / "notes.txt"
     bad.write_text("not a model\n")
-    r = _cli(str(bad), str(tmp_path / "never"))
-    lines = _error_lines(r.stderr)
-    print("refusal (bad SRC):", lines)
-    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "not an XLM .pth" in lines[0]
+    status, err = in_process(convert_main, [bad, tmp_path / "never"], capsys)
+    lines = _error_lines(err)
+    assert status == 2 and len(lines) == 1 and lines[0].startswith("error: ") and "not an XLM .pth" in lines[0]
     assert not (tmp_path / "never").exists()
 
 

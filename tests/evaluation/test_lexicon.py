@@ -10,6 +10,7 @@ import torch
 from conftest import ROOT, run
 
 from preprocess.lexicon import csls_scores, retrieval_precision
+from xlm_fairseq.evaluation.lexicon import main as probe_main
 
 BLI = ROOT.parent / "shared" / "data" / "bli" / "de-en.dev.txt"
 
@@ -104,9 +105,13 @@ def test_planted_alignment_is_found(pretrained, data_bin, tmp_path):
     small = tmp_path / "de-en.txt"
     small.write_text("".join(f"{de} {en}\n" for de, en in planted.items()), encoding="utf-8")
     results = {}
-    for name, extra in (("planted", []), ("random", ["--random-init"])):
+    for name, extra in (("planted", []), ("random", ["--random-init"])):  # the command, then its main in process
         out = tmp_path / f"{name}.json"
-        _probe(checkpoint, "--dict", small, "--data", data_bin, "--json", out, *extra)
+        args = [checkpoint, "--dict", small, "--data", data_bin, "--json", out, *extra]
+        if name == "planted":
+            _probe(*args)
+        else:
+            assert probe_main([str(a) for a in args]) == 0
         results[name] = json.loads(out.read_text())
     planted_p1 = results["planted"]["embeddings"]["nn_p@1"]
     assert planted_p1 >= 80, results["planted"]  # (an English word whose usual casing is capitalised is missed)

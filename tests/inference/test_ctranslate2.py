@@ -8,10 +8,11 @@ import os
 import sys
 
 import pytest
-from conftest import ROOT, SAMPLE, blocking, generate_lines, head, run
+from conftest import ROOT, SAMPLE, blocking, generate_lines, head, in_process, run
 
 from xlm_fairseq import XLMModel
 from xlm_fairseq.errors import XLMUserError
+from xlm_fairseq.inference.export import main as export_main
 
 EXPORT = [sys.executable, "-m", "xlm_fairseq.inference.export"]
 
@@ -121,11 +122,12 @@ def test_int8(unmt, exported, tmp_path):
         (["--quantization", "int8"], "--quantization and --directions go with --ctranslate2"),
     ],
 )
-def test_bad_export_options_are_one_line(unmt, tmp_path, extra, message):
+def test_bad_export_options_are_one_line(unmt, tmp_path, extra, message, capsys):
+    """Refused by the command's main in this process (the command itself: test_a_pretrained_lm_is_refused)."""
     out = tmp_path / "out"
-    args = [*EXPORT, unmt[0] / "checkpoint_last.pt", out, *extra]
-    proc = run(args + (["--ctranslate2"] if "--directions" in extra else []), ok=False)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr
+    args = [unmt[0] / "checkpoint_last.pt", out, *extra]
+    status, err = in_process(export_main, args + (["--ctranslate2"] if "--directions" in extra else []), capsys)
+    assert status == 2 and err.count("\n") == 1 and message in err
     assert not out.exists()
 
 

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from conftest import SAMPLE, blocking, run
+from conftest import SAMPLE, blocking, in_process, run
 
 from preprocess.pipeline import PipelineSettings, TextPipeline
 from preprocess.text import detokenize
@@ -21,6 +21,7 @@ from xlm_fairseq import XLMModel
 from xlm_fairseq.data.dictionary import load_dictionary
 from xlm_fairseq.errors import XLMUserError
 from xlm_fairseq.inference.export import export_model_dir
+from xlm_fairseq.inference.export import main as export_main
 
 EXPORT = [sys.executable, "-m", "xlm_fairseq.inference.export"]
 DIRECTIONS = ["de-en", "de-ro", "en-de", "en-ro", "ro-de", "ro-en"]
@@ -398,10 +399,11 @@ def test_without_transformers_is_one_line(unmt, tmp_path, monkeypatch):
     assert not out.exists()
 
 
-def test_a_pretrained_lm_is_refused(pretrained, tmp_path):
+def test_a_pretrained_lm_is_refused(pretrained, tmp_path, capsys):
+    """Refused by the command's main in this process (the command itself: test_ctranslate2.py)."""
     out = tmp_path / "out"
-    proc = run([*EXPORT, pretrained, out, "--hf"], ok=False)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--hf exports translation models" in proc.stderr
+    status, err = in_process(export_main, [pretrained, out, "--hf"], capsys)
+    assert status == 2 and err.count("\n") == 1 and "--hf exports translation models" in err
     assert not out.exists()
 
 

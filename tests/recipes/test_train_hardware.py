@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SAMPLE, SHARED, unbuffered_env
+from conftest import ROOT, SAMPLE, SHARED, in_process, unbuffered_env
 
+from recipes.train.cli import main as train_main
 from recipes.train.hardware import Hardware
 from recipes.train.plan import SIZES, make_plan, split_budget
 
@@ -132,7 +133,9 @@ def test_training_commands_start_through_fairseqs_own_distributed_training():
         (["--size", "98x2"], "--size 98x2: 98 dims do not split into 4 heads"),
     ],
 )
-def test_bad_hardware_options_are_one_line(args, message, tmp_path):
+def test_bad_hardware_options_are_one_line(args, message, tmp_path, capsys):
+    """Each refused in this process by train.sh's engine (test_train_recipe.py runs a bad input through
+    train.sh itself)."""
     if message is None:  # --device cuda where torch sees no GPU, or more processes than GPUs
         from recipes.train.hardware import visible_gpus
 
@@ -140,8 +143,8 @@ def test_bad_hardware_options_are_one_line(args, message, tmp_path):
         no_gpu = "--device cuda: torch sees no GPU here (--plan prints what the run would train)"
         message = f"--processes 99: torch sees {gpus} GPU(s) here, one a process" if gpus else no_gpu
     work = tmp_path / "work"
-    proc = _train("--pairs", f"en-ro={ENRO}/train.en-ro", *args, "--work-dir", work)
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [f"train: error: {message}"], proc.stderr
+    status, err = in_process(train_main, ["--pairs", f"en-ro={ENRO}/train.en-ro", *args, "--work-dir", work], capsys)
+    assert status == 2 and err.strip().splitlines() == [f"train: error: {message}"], err
     assert not work.exists()
 
 
