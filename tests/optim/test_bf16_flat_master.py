@@ -6,6 +6,7 @@ import torch
 from conftest import PRETRAIN_ARGS, fairseq, json_logs
 
 
+@pytest.mark.slow  # five fairseq-train runs; the fast tier checks the flat tensor in process (the next test)
 def test_bf16_master_weights_are_one_flat_tensor_and_runs_resume_across_layouts(data_bin, tmp_path):
     """fairseq kept --bf16's fp32 master weights per tensor (a TPU preference): Adam, clipping and zeroing
     ran once per parameter tensor. Off a TPU they are one flat tensor now, with the same updates as

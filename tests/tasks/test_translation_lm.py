@@ -179,7 +179,7 @@ def test_without_parallel_valid_text_round_trips_choose_the_checkpoint(pretraine
     means choose the checkpoint. --valid-roundtrip adds them beside parallel validation."""
     bare = _without_parallel_valid(data_bin, tmp_path / "bin")
     args = [*UNMT_ARGS, "--langs", "de,en", "--ae-steps", "de,en", "--bt-steps", "de-en-de,en-de-en"]
-    args += ["--max-update", "20", "--validate-interval-updates", "10", "--save-interval-updates", "10"]
+    args += ["--max-update", "6", "--validate-interval-updates", "3", "--save-interval-updates", "3"]
     args += ["--log-interval", "1"]
     args += ["--pretrained-xlm-checkpoint", pretrained]
     proc = fairseq(
@@ -218,7 +218,7 @@ def test_without_parallel_valid_text_round_trips_choose_the_checkpoint(pretraine
         data_bin,
         *args,
         "--max-update",
-        "10",
+        "3",
         "--valid-roundtrip",
         "--best-checkpoint-metric",
         "roundtrip_score",

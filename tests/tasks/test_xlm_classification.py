@@ -621,8 +621,8 @@ def test_xcls_recipe_tiny(tmp_path):
     assert sentencepiece.SentencePieceProcessor(model_file=str(work / "data-bin" / "spm.model")).vocab_size() == 900
     kept = work / "checkpoints" / "pretrain_mlm_tlm" / "budget_0.2min.pt"
     before = kept.stat().st_mtime_ns
-    # the re-run adds its classifier, the seeds (two at a time) and a round of self-training, nothing else
-    run([*xcls, "--seeds", "3", "--jobs", "2", "--lm-clock", "time", "--self-train", "1"], env_extra=path)
+    # the re-run adds its classifier, a second seed and a round of self-training (two runs at a time), nothing else
+    run([*xcls, "--seeds", "2", "--jobs", "2", "--lm-clock", "time", "--self-train", "1"], env_extra=path)
     assert kept.stat().st_mtime_ns == before
     results = json.loads((work / "results.json").read_text())
     assert set(results["runs"]) == {"random", "mlm_tlm@0.1min", "mlm_tlm@0.2min"}
@@ -643,18 +643,17 @@ def test_xcls_recipe_tiny(tmp_path):
     assert "'dropout': 0.1," in (work / "checkpoints" / "pretrain_mlm_tlm" / "train.log").read_text()
     seeds = results["seeds"]
     assert (
-        seeds["row"] in ("mlm_tlm@0.1min", "mlm_tlm@0.2min") and seeds["seeds"] == [1, 2, 3] and "acc_de_en_id" in seeds
+        seeds["row"] in ("mlm_tlm@0.1min", "mlm_tlm@0.2min") and seeds["seeds"] == [1, 2] and "acc_de_en_id" in seeds
     )
-    for seed in (2, 3):
-        assert (work / "checkpoints" / f"classify_{seeds['row']}_seed{seed}" / "eval.json").exists()
+    assert (work / "checkpoints" / f"classify_{seeds['row']}_seed2" / "eval.json").exists()
     # self-training: German rows of the pool, labelled by the seed's classifier, beside the English ones
     trained, pool = results["self_training"], (work / "self_train" / "pool.de.tsv").read_text().splitlines()
     assert pool[0] == "id\ttext" and len(pool) > 100  # the pool carries no label
     (first,) = trained["rounds"]
-    assert trained["row"] == seeds["row"] and first["pseudo_rows"] == [round(0.3 * (len(pool) - 1))] * 3
+    assert trained["row"] == seeds["row"] and first["pseudo_rows"] == [round(0.3 * (len(pool) - 1))] * 2
     assert all(0 <= a <= 100 for a in first["pseudo_accuracy"]) and "acc_de_en_id" in first
     assert 0 <= trained["tfidf"]["acc_de"] <= 100  # the reference self-trained on the same pool
-    assert len(trained["english_only_acc_de_en_id"]) == len(first["acc_de_en_id_runs"]) == 3
+    assert len(trained["english_only_acc_de_en_id"]) == len(first["acc_de_en_id_runs"]) == 2
     round_dir = work / "self_train" / f"{seeds['row']}_round1_seed2"
     teacher = work / "checkpoints" / f"classify_{seeds['row']}_seed2" / "pool_predictions" / "pool.de.pred.tsv"
     predicted = dict(line.split("\t")[:2] for line in teacher.read_text().splitlines()[1:])
