@@ -351,6 +351,7 @@ def test_converted_checkpoint_loads_with_plain_torch_load(hf_case):
     assert state["cfg"]["model"]["_name"] == "xlm_transformer"
 
 
+@pytest.mark.slow  # two fairseq-train runs a case; the fast tier checks the converted models in process
 def test_classifier_from_converted_model(hf_case, tmp_path):
     """A converted Hugging Face model fine-tunes as a classifier: its vocabulary, lowercasing BPE
     pipeline and languages come from the converted dir; an --arch that does not fit it is one line

@@ -180,6 +180,7 @@ def test_mass_per_language_encoder_attention_is_refused(setting, vocab_and_codes
     assert not out.exists()
 
 
+@pytest.mark.slow  # three fairseq commands; the fast tier checks the conversion's forward pass in process
 def test_converted_mt_model_in_fairseq_tools(vocab_and_codes, tmp_path, capsys):
     """The converted directory is a checkpoint fairseq's tools take: fairseq-interactive translates
     raw text with it, and fairseq-train continues it (--restore-file) on data binarised with its

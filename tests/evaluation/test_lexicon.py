@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, run
+from conftest import ROOT, in_process, run
 
 from preprocess.lexicon import csls_scores, retrieval_precision
 from xlm_fairseq.evaluation.lexicon import main as probe_main
@@ -119,8 +119,8 @@ def test_planted_alignment_is_found(pretrained, data_bin, tmp_path):
     assert results["random"]["embeddings"]["nn_p@1"] < 50, results["random"]
 
 
-@pytest.mark.slow  # five runs of the probe
-def test_bad_input_is_one_line(pretrained, data_bin, tmp_path, unmt):
+@pytest.mark.slow  # five refusals of the probe (the first through the command, the others its main in process)
+def test_bad_input_is_one_line(pretrained, data_bin, tmp_path, unmt, capsys):
     bad = tmp_path / "bad.txt"
     bad.write_text("haus house\nein zwei drei\n", encoding="utf-8")
     cases = [
@@ -130,8 +130,12 @@ def test_bad_input_is_one_line(pretrained, data_bin, tmp_path, unmt):
         ((pretrained, "--dict", BLI, "--frequent", "-1"), "--frequent: expected a number of words >= 0, got -1"),
         ((unmt[0] / "checkpoint_last.pt", "--dict", BLI, "--data", data_bin), "not a pretrained LM"),
     ]
-    for args, message in cases:
-        proc = _probe(*args, ok=False)
-        assert proc.returncode == 2, proc.stderr[-2000:]
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("lexicon: error: ") and message in lines[0], proc.stderr
+    for i, (args, message) in enumerate(cases):
+        if i == 0:
+            proc = _probe(*args, ok=False)
+            status, err = proc.returncode, proc.stderr
+        else:
+            status, err = in_process(probe_main, args, capsys)
+        assert status == 2, err[-2000:]
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("lexicon: error: ") and message in lines[0], err

@@ -14,6 +14,7 @@ from conftest import ROOT, in_process, run
 from preprocess.lexicon import induce
 from recipes.train.plan import parse_lexicon
 from recipes.train.word_by_word import code_switched, word_by_word
+from recipes.train.word_by_word import main as word_by_word_main
 
 DOCS = ROOT / "recipes" / "data" / "en-de-docs"
 SHARED = ROOT.parent / "shared" / "data"
@@ -426,17 +427,25 @@ def test_the_command_writes_each_line_beside_its_translation(tmp_path):
     assert sum(w in truth.values() for w in translated) >= 0.9 * len(translated)
 
 
-def test_bad_input_is_one_line(tmp_path):
+def test_bad_input_is_one_line(tmp_path, capsys):
+    """The first refusal through the command, the others through its main in this process."""
     (tmp_path / "a.txt").write_text("eins zwei\n")
-    for args, message in (
-        (["--mono", tmp_path / "a.txt", "--mono", tmp_path / "none.txt", "--langs", "en,de"], "none.txt"),
-        (["--mono", tmp_path / "a.txt", "--langs", "en,de"], "--langs: two different languages, one --mono each"),
-        (["--mono", tmp_path / "a.txt", "--mono", tmp_path / "a.txt", "--langs", "en,en"], "--langs"),
+    for i, (args, message) in enumerate(
+        (
+            (["--mono", tmp_path / "a.txt", "--mono", tmp_path / "none.txt", "--langs", "en,de"], "none.txt"),
+            (["--mono", tmp_path / "a.txt", "--langs", "en,de"], "--langs: two different languages, one --mono each"),
+            (["--mono", tmp_path / "a.txt", "--mono", tmp_path / "a.txt", "--langs", "en,en"], "--langs"),
+        )
     ):
-        proc = run([sys.executable, "-m", "recipes.train.word_by_word", *args, "--out", tmp_path / "p"], ok=False)
-        lines = proc.stderr.strip().splitlines()
-        assert proc.returncode != 0 and message in lines[-1] and not list(tmp_path.glob("p.*")), proc.stderr
-        assert len(lines) == 1 or lines[0].startswith("usage:"), proc.stderr
+        argv = [*args, "--out", tmp_path / "p"]
+        if i == 0:
+            proc = run([sys.executable, "-m", "recipes.train.word_by_word", *argv], ok=False)
+            status, err = proc.returncode, proc.stderr
+        else:
+            status, err = in_process(word_by_word_main, argv, capsys)
+        lines = err.strip().splitlines()
+        assert status != 0 and message in lines[-1] and not list(tmp_path.glob("p.*")), err
+        assert len(lines) == 1 or lines[0].startswith("usage:"), err
 
 
 def test_unpaired_text_holds_no_pair_and_no_held_out_line(tmp_path):

@@ -31,6 +31,7 @@ def test_topic_list_holds_the_classification_packages_and_little_else():
     assert matched < 0.01 * len(manuals)  # 24-bit hashes: a chance match now and then, left out too
 
 
+@pytest.mark.slow  # builds the experiment's corpus twice from the shared corpora
 def test_description_text_leaves_out_every_classification_package(tmp_path):
     assert (SHARED / "en-de" / "ddtp.en").exists(), f"the test needs the shared corpora at {SHARED}"
     tsvs = sorted((SHARED / "xcls").glob("*.tsv"))
