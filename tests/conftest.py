@@ -300,19 +300,18 @@ SESSION_BUILT = {"data_bin", "pretrained", "unmt", "exported_unmt"}  # the fixtu
 @pytest.hookimpl(trylast=True)  # after -m has left out what it does not select
 def pytest_collection_modifyitems(items):
     """The order in which pytest-xdist hands the two workers whole files (--dist loadfile
-    --no-loadscope-reorder): the files with slow tests first, most first, so that the long ones start early
-    and short ones fill in at the end; of the others, one that needs the session fixtures, then those that
-    need none, so that one worker builds the fixtures (to ``unmt``) while the other runs those instead of waiting."""
+    --no-loadscope-reorder). First one file that needs the session fixtures (to ``unmt``): its worker
+    builds them while the other runs files that need none, instead of waiting. Then the files with slow
+    tests, most first, so that the long ones start early and short ones fill in at the end (of those
+    that need none of the fixtures first), then the others (the same way)."""
     slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
     tests = Counter(item.path for item in items)
     needs = {item.path for item in items if SESSION_BUILT & set(item.fixturenames)}
-    files = sorted(tests, key=lambda f: (-slow[f], -tests[f]))
-    fast = [f for f in files if not slow[f]]
-    builder = next((f for f in fast if any("unmt" in i.fixturenames for i in items if i.path == f)), None)
-    fast = (
-        [builder] * (builder is not None)
-        + [f for f in fast if f not in needs]
-        + [f for f in fast if f in needs and f != builder]
-    )
-    rank = {f: i for i, f in enumerate([f for f in files if slow[f]] + fast)}
+    builds = [item.path for item in items if "unmt" in item.fixturenames]
+    files = sorted(tests, key=lambda f: (not slow[f], f in needs, -slow[f], -tests[f]))
+    if builds:
+        builder = min(builds, key=files.index)
+        files.remove(builder)
+        files.insert(0, builder)
+    rank = {f: i for i, f in enumerate(files)}
     items.sort(key=lambda item: rank[item.path])
