@@ -8,7 +8,6 @@ import runpy
 import shutil
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -100,6 +99,18 @@ def in_process(main, args, capsys):
     except SystemExit as e:
         status = e.code
     return status, capsys.readouterr().err
+
+
+def refusals(argvs, command, main, capsys):
+    """(exit status, stderr) of each of a command's argument lists, for tests of its refusals: the first
+    through ``command(argv)`` (the command line itself, a CompletedProcess), the others through its
+    ``main`` in this process (``in_process``), one after another as the caller asks for them."""
+    for i, argv in enumerate(argvs):
+        if i == 0:
+            proc = command(argv)
+            yield proc.returncode, proc.stderr
+        else:
+            yield in_process(main, argv, capsys)
 
 
 def fairseq(cmd, *args, ok=True):
@@ -292,26 +303,3 @@ def exported_unmt(unmt, tmp_path_factory):
         run([sys.executable, "-m", "xlm_fairseq.inference.export", unmt[0] / "checkpoint_last.pt", out / "model"])
 
     return built_once(tmp_path_factory, "exported_unmt", build) / "model"
-
-
-SESSION_BUILT = {"data_bin", "pretrained", "unmt", "exported_unmt"}  # the fixtures built once for all workers
-
-
-@pytest.hookimpl(trylast=True)  # after -m has left out what it does not select
-def pytest_collection_modifyitems(items):
-    """The order in which pytest-xdist hands the two workers whole files (--dist loadfile
-    --no-loadscope-reorder). First one file that needs the session fixtures (to ``unmt``): its worker
-    builds them while the other runs files that need none, instead of waiting. Then the files with slow
-    tests, most first, so that the long ones start early and short ones fill in at the end (of those
-    that need none of the fixtures first), then the others (the same way)."""
-    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
-    tests = Counter(item.path for item in items)
-    needs = {item.path for item in items if SESSION_BUILT & set(item.fixturenames)}
-    builds = [item.path for item in items if "unmt" in item.fixturenames]
-    files = sorted(tests, key=lambda f: (not slow[f], f in needs, -slow[f], -tests[f]))
-    if builds:
-        builder = min(builds, key=files.index)
-        files.remove(builder)
-        files.insert(0, builder)
-    rank = {f: i for i, f in enumerate(files)}
-    items.sort(key=lambda item: rank[item.path])

@@ -72,7 +72,9 @@ def test_a_busy_process_takes_one_thread_and_its_time_is_not_ours():
 def test_fairseq_train_gives_a_busy_core_back_unless_told_not_to(data_bin):
     """Both on the same two CPUs, fairseq-train starting on 2 threads."""
     args = [data_bin, *PRETRAIN_ARGS, "--langs", "en,de", "--mlm-steps", "en,de", "--max-update", "100000"]
-    args += ["--stop-time-hours", "0.002", "--no-save"]  # 7 s of training: past the 2-s reading interval
+    # 14 s from the trainer's start: under load its first update can come seconds late, and the threads follow
+    # from the first update on, every 2 s
+    args += ["--stop-time-hours", "0.004", "--no-save"]
     busy = busy_process()
     try:
         governed, fixed = (

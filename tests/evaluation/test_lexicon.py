@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import torch
-from conftest import ROOT, in_process, run
+from conftest import ROOT, refusals, run
 
 from preprocess.lexicon import csls_scores, retrieval_precision
 from xlm_fairseq.evaluation.lexicon import main as probe_main
@@ -130,12 +130,8 @@ def test_bad_input_is_one_line(pretrained, data_bin, tmp_path, unmt, capsys):
         ((pretrained, "--dict", BLI, "--frequent", "-1"), "--frequent: expected a number of words >= 0, got -1"),
         ((unmt[0] / "checkpoint_last.pt", "--dict", BLI, "--data", data_bin), "not a pretrained LM"),
     ]
-    for i, (args, message) in enumerate(cases):
-        if i == 0:
-            proc = _probe(*args, ok=False)
-            status, err = proc.returncode, proc.stderr
-        else:
-            status, err = in_process(probe_main, args, capsys)
+    refused = refusals([args for args, _ in cases], lambda argv: _probe(*argv, ok=False), probe_main, capsys)
+    for (_, message), (status, err) in zip(cases, refused):
         assert status == 2, err[-2000:]
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("lexicon: error: ") and message in lines[0], err

@@ -9,7 +9,7 @@ import re
 import sys
 
 import pytest
-from conftest import ROOT, in_process, run
+from conftest import ROOT, in_process, refusals, run
 
 from preprocess.lexicon import induce
 from recipes.train.plan import parse_lexicon
@@ -430,19 +430,15 @@ def test_the_command_writes_each_line_beside_its_translation(tmp_path):
 def test_bad_input_is_one_line(tmp_path, capsys):
     """The first refusal through the command, the others through its main in this process."""
     (tmp_path / "a.txt").write_text("eins zwei\n")
-    for i, (args, message) in enumerate(
-        (
-            (["--mono", tmp_path / "a.txt", "--mono", tmp_path / "none.txt", "--langs", "en,de"], "none.txt"),
-            (["--mono", tmp_path / "a.txt", "--langs", "en,de"], "--langs: two different languages, one --mono each"),
-            (["--mono", tmp_path / "a.txt", "--mono", tmp_path / "a.txt", "--langs", "en,en"], "--langs"),
-        )
-    ):
-        argv = [*args, "--out", tmp_path / "p"]
-        if i == 0:
-            proc = run([sys.executable, "-m", "recipes.train.word_by_word", *argv], ok=False)
-            status, err = proc.returncode, proc.stderr
-        else:
-            status, err = in_process(word_by_word_main, argv, capsys)
+    cases = (
+        (["--mono", tmp_path / "a.txt", "--mono", tmp_path / "none.txt", "--langs", "en,de"], "none.txt"),
+        (["--mono", tmp_path / "a.txt", "--langs", "en,de"], "--langs: two different languages, one --mono each"),
+        (["--mono", tmp_path / "a.txt", "--mono", tmp_path / "a.txt", "--langs", "en,en"], "--langs"),
+    )
+    argvs = [[*args, "--out", tmp_path / "p"] for args, _ in cases]
+    command = [sys.executable, "-m", "recipes.train.word_by_word"]
+    refused = refusals(argvs, lambda argv: run([*command, *argv], ok=False), word_by_word_main, capsys)
+    for (_, message), (status, err) in zip(cases, refused):
         lines = err.strip().splitlines()
         assert status != 0 and message in lines[-1] and not list(tmp_path.glob("p.*")), err
         assert len(lines) == 1 or lines[0].startswith("usage:"), err

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SAMPLE, SHARED, in_process
+from conftest import ROOT, SAMPLE, SHARED, refusals
 
 from preprocess.errors import UserError
 from recipes.train import corpus
@@ -282,17 +282,13 @@ def test_bad_input_is_refused_in_seconds_with_one_line(tmp_path, capsys):
     to start for each)."""
     _write(tmp_path / "few.en", [f"line {i}" for i in range(120)])
     _write(tmp_path / "few.ro", [f"rând {i}" for i in range(120)])
-    for i, (case, (args, expected)) in enumerate(_bad_cases(tmp_path).items()):
-        work = tmp_path / "work"
+    work, cases = tmp_path / "work", _bad_cases(tmp_path)
+    argvs = [args if "--work-dir" in args else [*args, "--work-dir", work] for args, _ in cases.values()]
+    refused = refusals(argvs, lambda argv: _train(*argv, timeout=120), train_main, capsys)
+    for (case, (_, expected)), (status, err) in zip(cases.items(), refused):
         if expected is None:
             expected = "--pairs en-ro: 120 pairs are too few to split off valid and test sets (need 200); "
             expected += "give --valid and --test"
-        argv = args if "--work-dir" in args else [*args, "--work-dir", work]
-        if i == 0:
-            proc = _train(*argv, timeout=120)
-            status, err = proc.returncode, proc.stderr
-        else:
-            status, err = in_process(train_main, argv, capsys)
         assert status == 2, (case, err[-1000:])
         assert err.splitlines() == [f"train: error: {expected}"], case
         assert not work.exists(), case
