@@ -7,6 +7,7 @@
 # wheel is cached in $XLM_FAIRSEQ_WHEELS (default ~/.cache/xlm-fairseq/wheels).
 # --extras A,B installs those extras of setup.py too (serve, hf, ctranslate2, zh, ja, th, ...): pip alone
 # would put back torchaudio (below), which breaks transformers and the test suite.
+# Every pip install here keeps to scripts/constraints.txt.
 set -euo pipefail
 EXTRAS=test,figures
 while [ $# -gt 0 ]; do
@@ -35,7 +36,7 @@ case "$TORCH_BUILD" in
   *) echo "setup: error: TORCH_BUILD=$TORCH_BUILD is not cpu, cuda or cuXYZ (e.g. cu126)" >&2; exit 1 ;;
 esac
 stamp="$VENV/.xlm-fairseq-setup"
-want="$(cat setup.py scripts/setup.sh | sha256sum | cut -c1-16) $TORCH_BUILD $EXTRAS"
+want="$(cat setup.py scripts/setup.sh scripts/constraints.txt | sha256sum | cut -c1-16) $TORCH_BUILD $EXTRAS"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && "$VENV/bin/python" -c "import fairseq, xlm_fairseq" 2>/dev/null; then
   echo "setup: $VENV is up to date"
   exit 0
@@ -43,6 +44,7 @@ fi
 command -v "$PYTHON" >/dev/null || { echo "setup: error: $PYTHON not found (need Python >= 3.8)" >&2; exit 1; }
 start=$(date +%s)
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+export PIP_CONSTRAINT="$PWD/scripts/constraints.txt"
 pip() { "$VENV/bin/python" -m pip "$@"; }
 pip install -q --upgrade pip wheel cython numpy
 # torch alone from its index, then its dependencies from the usual ones: an index that is unreachable (or

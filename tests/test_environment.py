@@ -94,3 +94,22 @@ def test_torchaudio_is_absent_or_loads():
     assert out.returncode == 0, (
         "torchaudio is installed but does not load; scripts/setup.sh removes it:\n" + (out.stderr[-1500:])
     )
+
+
+def test_the_environment_keeps_to_the_set_up_constraints():
+    """scripts/setup.sh installs within scripts/constraints.txt (pip's PIP_CONSTRAINT): each package it
+    names is installed at a version the constraint allows."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.requirements import Requirement
+
+    path = os.path.join(ROOT, "scripts", "constraints.txt")
+    lines = [line.split("#")[0].strip() for line in open(path, encoding="utf-8")]
+    constraints = [Requirement(line) for line in lines if line]
+    assert constraints, f"{path} names no package"
+    for req in constraints:
+        try:
+            installed = version(req.name)
+        except PackageNotFoundError:
+            continue  # a constraint limits a package only where something installs it
+        assert req.specifier.contains(installed, prereleases=True), f"{req.name} {installed} is outside '{req}'"
