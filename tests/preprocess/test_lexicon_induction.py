@@ -278,41 +278,54 @@ def test_induce_bad_input_is_one_line(tmp_path, capsys):
         assert lines[0].startswith("lexicon induce: error: ") and not (tmp_path / "o").exists()
 
 
-@pytest.mark.slow  # two inductions on the sample; the induction itself: test_induce_on_the_sample_finds_frequent_words
-def test_train_plans_tlm_on_word_by_word_pairs_with_lexicon(tmp_path):
-    """`train.sh --unsupervised --lexicon --plan`: TLM joins MLM in pretraining, the pairs are the unpaired
-    lines beside their word-by-word translations (no real pair), sizes come from the real text; --lexicon
-    without --unsupervised is refused."""
+# the sample's unpaired text with --unsupervised: its --plan runs the two uses of a lexicon read as text
+SAMPLE_ARGS = [
+    "--pairs",
+    f"en-de={DOCS}/train.en-de",
+    "--mono",
+    f"en={DOCS}/mono.en",
+    "--mono",
+    f"de={DOCS}/mono.de",
+    "--valid",
+    f"en-de={DOCS}/valid.en-de",
+    "--test",
+    f"en-de={DOCS}/test.en-de",
+]
+
+
+@pytest.fixture(scope="module")
+def sample_plan(tmp_path_factory):
+    """`train.sh --unsupervised --lexicon tlm,cs --plan` on the sample (the command line) and the text it
+    prepares (in this process): one induction each, for the tests of both uses. (work dir, the command's
+    output, the prepared text)"""
     from recipes.train import corpus
     from recipes.train.cli import build_parser
     from recipes.train.inputs import Inputs
 
-    base = [
-        "--pairs",
-        f"en-de={DOCS}/train.en-de",
-        "--mono",
-        f"en={DOCS}/mono.en",
-        "--mono",
-        f"de={DOCS}/mono.de",
-        "--valid",
-        f"en-de={DOCS}/valid.en-de",
-        "--test",
-        f"en-de={DOCS}/test.en-de",
-        "--work-dir",
-        tmp_path / "w",
-    ]
-    proc = run([sys.executable, "-m", "recipes.train", *base, "--unsupervised", "--lexicon", "tlm", "--plan"])
-    assert "TLM on word-by-word pairs of a lexicon induced from the unpaired text" in proc.stdout, proc.stdout
+    work = tmp_path_factory.mktemp("sample_plan") / "w"
+    base = [*SAMPLE_ARGS, "--work-dir", work, "--unsupervised", "--lexicon", "tlm,cs"]
+    proc = run([sys.executable, "-m", "recipes.train", *base, "--plan"])
+    args = build_parser().parse_args(list(map(str, base)))
+    return work, proc, corpus.prepared_text(Inputs(args), args, parse_lexicon(args.lexicon))
+
+
+@pytest.mark.slow  # two inductions on the sample (shared with the code-switching test); the induction itself:
+# test_induce_on_the_sample_finds_frequent_words
+def test_train_plans_tlm_on_word_by_word_pairs_with_lexicon(sample_plan, tmp_path):
+    """`train.sh --unsupervised --lexicon --plan`: TLM joins MLM in pretraining, the pairs are the unpaired
+    lines beside their word-by-word translations (no real pair), sizes come from the real text; nothing is
+    written; --lexicon without --unsupervised is refused."""
+    work, proc, text = sample_plan
+    assert "TLM on word-by-word pairs" in proc.stdout and "of a lexicon induced from the unpaired text" in proc.stdout
     assert re.search(r"lexicon en-de: \d+ en and \d+ de words from the unpaired text", proc.stdout), proc.stdout
-    assert not (tmp_path / "w").exists()
-    args = build_parser().parse_args(list(map(str, base + ["--unsupervised", "--lexicon", "tlm"])))
-    text = corpus.prepared_text(Inputs(args), args, parse_lexicon(args.lexicon))
+    assert not work.exists()
     (pairs,) = text["train"].values()
     real = set(zip(*((DOCS / f"train.en-de.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("en", "de"))))
     assert len(pairs) == len(text["mono"]["en"]) + len(text["mono"]["de"])
     assert pairs.src_lines[: len(text["mono"]["en"])] == text["mono"]["en"]
     assert not real & set(zip(pairs.src_lines, pairs.tgt_lines))
-    refused = run([sys.executable, "-m", "recipes.train", *base, "--lexicon", "tlm", "--plan"], ok=False)
+    base = [*SAMPLE_ARGS, "--work-dir", tmp_path / "w", "--lexicon", "tlm", "--plan"]
+    refused = run([sys.executable, "-m", "recipes.train", *base], ok=False)
     assert refused.returncode == 2 and "--lexicon goes with --unsupervised" in refused.stderr
 
 
@@ -353,47 +366,35 @@ def test_code_switching_replaces_the_asked_share_of_translatable_words_in_place(
     assert 130 < switched < 220  # 1 - 0.75**2 of 400 lines have a word switched: 175 expected
 
 
-@pytest.mark.slow  # two inductions on the sample, as above
-def test_train_plans_mlm_on_code_switched_copies_with_lexicon_cs(tmp_path):
+@pytest.mark.slow  # the inductions of the fixture above
+def test_train_plans_mlm_on_code_switched_copies_with_lexicon_cs(sample_plan, tmp_path):
     """`--lexicon cs`: every unpaired line gets a code-switched copy after the real lines of its language
-    (MLM only: no TLM, no pairs); the plan's sizes come from the real text; an unknown use is refused."""
-    from recipes.train import corpus
-    from recipes.train.cli import build_parser
-    from recipes.train.inputs import Inputs
-
-    base = [
-        "--pairs",
-        f"en-de={DOCS}/train.en-de",
-        "--mono",
-        f"en={DOCS}/mono.en",
-        "--mono",
-        f"de={DOCS}/mono.de",
-        "--valid",
-        f"en-de={DOCS}/valid.en-de",
-        "--test",
-        f"en-de={DOCS}/test.en-de",
-        "--work-dir",
-        tmp_path / "w",
-        "--unsupervised",
-        "--plan",
-    ]
-    proc = run([sys.executable, "-m", "recipes.train", *base, "--lexicon", "cs"])
-    assert "MLM on code-switched lines of a lexicon induced from the unpaired text" in proc.stdout, proc.stdout
-    assert re.search(r"lexicon en-de: .*, \d+ lines code-switched, \d+ s", proc.stdout), proc.stdout
-    args = build_parser().parse_args(list(map(str, base + ["--lexicon", "cs"])))
-    text = corpus.prepared_text(Inputs(args), args, parse_lexicon(args.lexicon))
-    assert text["train"] == {}
+    (for MLM); the plan's sizes come from the real text; an unknown use is refused."""
+    _, proc, text = sample_plan
+    assert "MLM on code-switched lines" in proc.stdout, proc.stdout
+    assert re.search(r"lexicon en-de: .*\d+ lines code-switched, \d+ s", proc.stdout), proc.stdout
     for lang in ("en", "de"):
         real, switched = text["mono"][lang], text["switched"][lang]
         assert len(switched) == len(real)
         changed = sum(a != b for a, b in zip(real, switched))
         assert 0.3 * len(real) < changed < len(real), (lang, changed)
+    base = [*SAMPLE_ARGS, "--work-dir", tmp_path / "w", "--unsupervised", "--plan"]
     refused = run([sys.executable, "-m", "recipes.train", *base, "--lexicon", "tlm,xx"], ok=False)
     assert refused.returncode == 2 and "--lexicon tlm,xx: expected some of tlm, mt, cs, emb" in refused.stderr
     ro = ROOT / "recipes" / "data" / "en-ro"
     two = ["--pairs", f"en-ro={ro}/train.en-ro", "--mono", f"ro={ro}/mono.ro", "--lexicon", "emb"]
     refused = run([sys.executable, "-m", "recipes.train", *base, *two], ok=False)
     assert refused.returncode == 2 and "--lexicon emb: one pair and no --lm" in refused.stderr
+
+
+def test_code_switching_alone_makes_no_pairs():
+    """--lexicon cs alone: code-switched copies of every unpaired line, no word-by-word pairs."""
+    from recipes.train.corpus import lexicon_text
+
+    lines_a, lines_b, _ = _texts(n_sentences=3000)
+    pairs, switched, lexicons, _ = lexicon_text({"xa": lines_a, "xb": lines_b}, [("xa", "xb")], ("cs",), [])
+    assert pairs == {} and set(lexicons) == {("xa", "xb")}
+    assert len(switched["xa"]) == len(lines_a) and len(switched["xb"]) == len(lines_b)
 
 
 def test_the_command_writes_each_line_beside_its_translation(tmp_path):
