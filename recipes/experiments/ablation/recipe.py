@@ -8,7 +8,8 @@ Data: a larger draw of the shipped sample's rules (``recipes/data/make_sample.py
 translations of each other), 5,000 parallel pairs, valid and test blocks of consecutive lines
 (documents) whose sentences occur in no training file. One joint sentencepiece vocabulary.
 ``--test PREFIX`` scores on your own held-out text instead (``PREFIX.de``, ``PREFIX.en``, raw,
-line-aligned), encoded with the same vocabulary.
+line-aligned), encoded with the same vocabulary; the table then holds the runs scored on it (those of
+``--runs``), not those an earlier invocation scored on another test set.
 
 Model and settings: the CPU configuration that ``recipes/scale.sh`` found (``recipes/README.md``).
 Runs, each bounded by its share of ``--budget`` (wall-clock, ``--stop-time-hours``):
@@ -322,6 +323,10 @@ class Ablation(Driver):
         }
         order = [n for n in table if n in needed or n in wanted]
         results = self.load_results(self.results_path)
+        if results.get("test_key", "drawn") != self.test_key():
+            # the runs of an earlier invocation were scored on another test set: the table holds this one's
+            results = {}
+        results["test_key"] = self.test_key()
         _, reference = self.test_set()
         results["copy_bleu"] = {
             f"{s}-{t}": copy_bleu(f"{reference}.{s}", f"{reference}.{t}") for s, t in (("de", "en"), ("en", "de"))
