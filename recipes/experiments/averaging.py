@@ -21,16 +21,13 @@ from typing import List
 import torch
 
 from preprocess.segment import corpus_bleu
+from recipes.train import stages
 from recipes.train.scoring import BEAM, commit, generate, generated, machine
 from recipes.train.trained import checkpoint_updates
 
 
 def run_command(cmd, log):
-    import subprocess
-
-    with open(log, "w", encoding="utf-8") as f:
-        if subprocess.run([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT).returncode:
-            sys.exit(f"averaging: error: {cmd[0]} failed; see {log}")
+    stages.run_logged("averaging", cmd, log)
 
 
 def test_bleu(work: Path, tests: List[dict], ckpt: Path, out: Path) -> dict:

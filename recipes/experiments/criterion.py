@@ -21,7 +21,6 @@ import json
 import logging
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from preprocess.errors import UserError
 from preprocess.pipeline import require_pipeline
 from preprocess.segment import corpus_bleu
 from recipes.experiments import figures
+from recipes.train import stages
 from recipes.train.corpus import parse_assignment, parse_pair, read_pairs
 from recipes.train.progress import fields
 from recipes.train.scoring import BEAM, commit, encoded, generate, generated, machine
@@ -89,10 +89,7 @@ class Run:
         self.out.mkdir(parents=True, exist_ok=True)
 
     def command(self, cmd, log):
-        with open(log, "w", encoding="utf-8") as f:
-            proc = subprocess.run([str(c) for c in cmd], stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
-        if proc.returncode:
-            sys.exit(f"criterion: error: {shlex.join(map(str, cmd[:3]))} failed; see {log}")
+        stages.run_logged("criterion", cmd, log, cwd=ROOT)
 
     def checkpoints(self) -> Dict[int, Path]:
         """{update: checkpoint} of every kept checkpoint (the last one too)."""
