@@ -14,6 +14,7 @@ from typing import Dict, List
 from preprocess.files import file_sha256
 from recipes.train import figures, scoring, stages
 from recipes.train.hardware import launch
+from recipes.train.plan import COOLDOWN_SHARE
 from recipes.train.progress import Progress
 from recipes.train.trained import scored as scored_line
 from recipes.train.trained import summary as trained_summary
@@ -172,10 +173,15 @@ class TrainingRun:
 
     def optim(self, stage: int) -> list:
         """The shared optimiser flags at the size's learning rate and warm-up of ``stage`` (0 pretraining,
-        1 translation)."""
+        1 translation), the rate cooling down to 0 by the end of the stage's budget."""
         from recipes.train.optim import optim_flags
 
-        return optim_flags(lr=self.plan.size.lr, warmup_updates=self.plan.size.warmup[stage])
+        return optim_flags(
+            lr=self.plan.size.lr,
+            warmup_updates=self.plan.size.warmup[stage],
+            lr_scheduler="inverse_sqrt_cooldown",
+            cooldown_share=COOLDOWN_SHARE,
+        )
 
     def pretrain(self):
         cmd, log = self.pretrain_command()
