@@ -38,6 +38,7 @@ class ModelSize:
     lr: float = 1e-3
     warmup: Tuple[int, int] = (1000, 500)  # pretraining, translation
     params_per_token: float = 2.0  # at most this many parameters per token of text
+    unsupervised_lr: float = 2e-3  # translation's with no pairs (Plan.translate_lr)
 
     @property
     def name(self) -> str:
@@ -48,7 +49,7 @@ def xlm_size(dim: int, layers: int, heads: int = 8) -> ModelSize:
     """XLM's settings (its en-de/en-ro recipes: dropout 0.1, Adam at 1e-4 after 4,000 warm-up updates); with
     dropout a model may have more parameters than its text has tokens, as fairseq's IWSLT'14 transformer has
     (31 M non-embedding parameters on ~7 M tokens, ~4.5 a token): up to 6 a token here."""
-    return ModelSize(dim, layers, 12 * dim * dim * layers, None, heads, 0.1, 1e-4, (4000, 4000), 6.0)
+    return ModelSize(dim, layers, 12 * dim * dim * layers, None, heads, 0.1, 1e-4, (4000, 4000), 6.0, 1e-4)
 
 
 SIZES = (
@@ -226,6 +227,13 @@ class Plan:
         return self.precision if self.supervision == "unsupervised" else "fp32"
 
     @property
+    def translate_lr(self) -> float:
+        """Translation's peak learning rate: without pairs the sweep's sizes take twice pretraining's, which
+        with the cooldown gained 0.8 BLEU both ways on the quickstart's LM (recipes/README.md, "The
+        learning rate without pairs"); with pairs, and at XLM's sizes, the size's own."""
+        return self.size.unsupervised_lr if self.supervision == "unsupervised" else self.size.lr
+
+    @property
     def checkpoint_metric(self) -> str:
         """What chooses the translation checkpoint scored and exported: with pairs, the mean tokenised BLEU of
         the valid pairs; without, the round trips of monolingual valid text (their BLEU back less what the
@@ -307,6 +315,8 @@ class Plan:
             f"model:       {self.size.name}, {self.heads} heads: {self.size_why}",
             f"budget:      {budget}",
             f"precision:   pretraining {self.precision}, translation {self.translate_precision}",
+            f"rates:       {self.size.lr:g} pretraining, {self.translate_lr:g} translation (peaks; each falls to 0 "
+            f"over the last {COOLDOWN_SHARE * 100:g} % of its budget)",
         ]
 
 

@@ -172,12 +172,12 @@ class TrainingRun:
         ]
 
     def optim(self, stage: int) -> list:
-        """The shared optimiser flags at the size's learning rate and warm-up of ``stage`` (0 pretraining,
+        """The shared optimiser flags at the learning rate and warm-up of ``stage`` (0 pretraining,
         1 translation), the rate cooling down to 0 by the end of the stage's budget."""
         from recipes.train.optim import optim_flags
 
         return optim_flags(
-            lr=self.plan.size.lr,
+            lr=self.plan.translate_lr if stage else self.plan.size.lr,
             warmup_updates=self.plan.size.warmup[stage],
             lr_scheduler="inverse_sqrt_cooldown",
             cooldown_share=COOLDOWN_SHARE,
