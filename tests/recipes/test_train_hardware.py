@@ -4,6 +4,7 @@ and the budget (also for hardware that is not here), and a run spread over two p
 resumes. That two processes make the updates of one with --update-freq 2 is tested where they start,
 tests/distributed/test_cpu_launcher.py."""
 
+import dataclasses
 import os
 import re
 import signal
@@ -70,6 +71,7 @@ def test_eight_gpus_for_a_day_plan_xlm_sizes_with_xlm_batches():
     assert (day.size.dim, day.size.layers, day.heads) == (512, 6, 8) and day.size.dropout == 0.1
     assert (day.batches.stream, day.batches.pretrain_tokens, day.translate_precision) == (256, 8192, "bf16")
     assert "speed estimated" in day.size_why
+    assert dataclasses.replace(day, supervision="unsupervised").translate_lr == day.size.lr == 1e-4  # XLM's rate
     assert plan(24 * 60, 8, nodes=4).size == day.size  # more GPUs, the same text: no larger
     assert plan(30, 1).size.dim < 512
     assert SIZES[-1].dim == 1024  # XLM's en-de and en-ro LMs, there for more text

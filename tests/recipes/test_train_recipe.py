@@ -157,7 +157,8 @@ def test_real_en_ro_text_split_shares_no_sentence_and_hides_no_pair(tmp_path):
 
 def test_plan_gives_the_quickstart_its_tuned_settings():
     """At the quickstart's size and half hour: 128 x 3, 4,000 pieces, 6.6 + 19.2 minutes (7.2 + 20.4
-    without pairs); --tiny: 64 x 2; an hour of four times the text: a larger vocabulary."""
+    without pairs, translation at twice the rate); --tiny: 64 x 2; an hour of four times the text: a
+    larger vocabulary."""
     words = {"en": 450_000, "de": 450_000}
     semi = make_plan(["de", "en"], [("en", "de")], "semi", False, 30, "fp32", words, 200)
     assert (semi.size.dim, semi.size.layers, semi.vocab) == (128, 3, 4000)
@@ -167,6 +168,7 @@ def test_plan_gives_the_quickstart_its_tuned_settings():
     unsup = make_plan(["de", "en"], [("en", "de")], "unsupervised", False, 30, "fp32", words, 200)
     assert (unsup.pretrain_hours * 60, unsup.translate_hours * 60) == pytest.approx((7.2, 20.4))
     assert unsup.mlm_steps() == "de,en" and "--mt-steps" not in unsup.objectives()
+    assert (semi.size.lr, semi.translate_lr, unsup.translate_lr) == (1e-3, 1e-3, 2e-3)  # translation without pairs
     tiny = make_plan(["de", "en"], [("en", "de")], "semi", True, 30, "fp32", {"en": 45_000, "de": 45_000}, 200)
     assert (tiny.size.dim, tiny.size.layers) == (64, 2)
     big = make_plan(
