@@ -67,7 +67,7 @@ VOCAB_RANGE = (1000, 32000)
 SHARES = {"semi": (0.22, 0.64), "unsupervised": (0.24, 0.68)}  # of the budget: pretraining, translation
 SHARES_TUNED_MINUTES = 30  # the budget SHARES were tuned at
 # each training stage's learning rate falls linearly to 0 over this last share of its budget
-# (--lr-scheduler inverse_sqrt_cooldown; recipes/README.md, "The quickstart's runs")
+# (--lr-scheduler inverse_sqrt_cooldown; recipes/README.md, "The learning rate without pairs")
 COOLDOWN_SHARE = 0.2
 TINY = dict(
     pretrain_hours=0.02,
